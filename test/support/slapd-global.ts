@@ -2,6 +2,8 @@
  * Vitest global setup: one throwaway slapd per test run, stopped by pid when the run ends
  * (also when tests fail or the run is interrupted).
  */
+// Importing the module (types only) is what lets tsc resolve the augmentation below under nodenext.
+import type {} from 'vitest';
 import type { TestProject } from 'vitest/node';
 import { SLAPD_FACTS_ENV, startSlapd, stopSlapd, type SlapdFacts } from './slapd.ts';
 

@@ -1,0 +1,83 @@
+/**
+ * One error type for everything the LDAP provider throws. `kind` says whose fault it is, which is
+ * what the engine needs to answer 502 (the directory or the network) or 400 (what the caller sent or
+ * configured). Messages are scrubbed of every password the failing call knew about.
+ */
+import { StrongroomError } from '../../core/errors.ts';
+
+export type LdapErrorKind = 'connection' | 'upstream' | 'input';
+
+export class LdapProviderError extends StrongroomError {
+  readonly kind: LdapErrorKind;
+  /** LDAP result code when the server answered, e.g. 32 noSuchObject, 49 invalidCredentials. */
+  readonly ldapCode: number | undefined;
+  /** The cause without the operation context, for callers that add their own (already scrubbed). */
+  readonly detail: string;
+  constructor(kind: LdapErrorKind, message: string, ldapCode?: number, detail?: string) {
+    super(kind === 'input' ? 400 : 502, message);
+    this.name = 'LdapProviderError';
+    this.kind = kind;
+    this.ldapCode = ldapCode;
+    this.detail = detail ?? message;
+  }
+}
+
+/**
+ * Result codes that describe the request rather than the server: a missing or duplicate entry,
+ * a schema violation, a malformed DN. Everything else (bind failures, busy, unwilling, access
+ * rights of the bind account) is the directory's side.
+ */
+const INPUT_CODES = new Set([16, 17, 18, 19, 20, 21, 32, 34, 64, 65, 66, 67, 68, 69]);
+
+export const LDAP_RESULT_NAMES: Readonly<Record<number, string>> = {
+  1: 'operationsError', 2: 'protocolError', 3: 'timeLimitExceeded', 4: 'sizeLimitExceeded',
+  7: 'authMethodNotSupported', 8: 'strongerAuthRequired', 11: 'adminLimitExceeded',
+  13: 'confidentialityRequired', 16: 'noSuchAttribute', 17: 'undefinedAttributeType',
+  18: 'inappropriateMatching', 19: 'constraintViolation', 20: 'attributeOrValueExists',
+  21: 'invalidAttributeSyntax', 32: 'noSuchObject', 34: 'invalidDNSyntax', 48: 'inappropriateAuthentication',
+  49: 'invalidCredentials', 50: 'insufficientAccessRights', 51: 'busy', 52: 'unavailable',
+  53: 'unwillingToPerform', 54: 'loopDetect', 64: 'namingViolation', 65: 'objectClassViolation',
+  66: 'notAllowedOnNonLeaf', 67: 'notAllowedOnRDN', 68: 'entryAlreadyExists', 69: 'objectClassModsProhibited',
+  80: 'other',
+};
+
+/** Replaces every secret (longest first, so one secret inside another is fully hidden). */
+export function scrub(text: string, secrets: ReadonlyArray<string | undefined>): string {
+  const list = [...new Set(secrets.filter((s): s is string => !!s))].sort((a, b) => b.length - a.length);
+  let out = text;
+  for (const s of list) out = out.split(s).join('[redacted]');
+  return out;
+}
+
+export function ldapResultCode(err: unknown): number | undefined {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'number' ? code : undefined;
+}
+
+/** Anything without an LDAP result code (socket, DNS, TLS handshake, timeout) is a connection problem. */
+export function isConnectionError(err: unknown): boolean {
+  if (err instanceof LdapProviderError) return err.kind === 'connection';
+  return ldapResultCode(err) === undefined;
+}
+
+function describe(err: unknown): string {
+  const code = ldapResultCode(err);
+  const raw = err instanceof Error ? err.message : String(err);
+  // ldapts puts the server's diagnostic message in `message`; keep it to one line.
+  const msg = raw.replace(/\s+/g, ' ').trim();
+  if (code === undefined) {
+    const sysCode = (err as { code?: unknown } | null)?.code;
+    return typeof sysCode === 'string' && !msg.includes(sysCode) ? `${msg} (${sysCode})` : msg;
+  }
+  return `LDAP result code ${code} "${LDAP_RESULT_NAMES[code] ?? 'unknown'}": ${msg}`;
+}
+
+export function toProviderError(err: unknown, context: string, secrets: ReadonlyArray<string | undefined>): LdapProviderError {
+  if (err instanceof LdapProviderError) {
+    return new LdapProviderError(err.kind, scrub(`${context}: ${err.message}`, secrets), err.ldapCode, scrub(err.detail, secrets));
+  }
+  const code = ldapResultCode(err);
+  const kind: LdapErrorKind = code === undefined ? 'connection' : INPUT_CODES.has(code) ? 'input' : 'upstream';
+  const detail = scrub(describe(err), secrets);
+  return new LdapProviderError(kind, scrub(`${context}: ${detail}`, secrets), code, detail);
+}
