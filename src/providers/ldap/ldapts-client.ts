@@ -55,9 +55,6 @@ export function bindIdentity(config: Pick<LdapConnectionConfig, 'binddn' | 'upnd
 }
 
 export function tlsOptions(config: LdapConnectionConfig, host: string): ConnectionOptions {
-  if (!!config.client_tls_cert !== !!config.client_tls_key) {
-    throw new LdapProviderError('input', 'client_tls_cert: both client_tls_cert and client_tls_key must be set');
-  }
   const min = config.tls_min_version ? TLS_VERSIONS[config.tls_min_version] : undefined;
   const max = config.tls_max_version ? TLS_VERSIONS[config.tls_max_version] : undefined;
   return {
@@ -118,6 +115,9 @@ export class LdaptsClient implements LdapClient {
     if (config.tls_min_version && config.tls_max_version &&
       Object.keys(TLS_VERSIONS).indexOf(config.tls_max_version) < Object.keys(TLS_VERSIONS).indexOf(config.tls_min_version)) {
       throw new LdapProviderError('input', 'tls_max_version: must be greater than or equal to tls_min_version');
+    }
+    if (!!config.client_tls_cert !== !!config.client_tls_key) {
+      throw new LdapProviderError('input', 'client_tls_cert: both client_tls_cert and client_tls_key must be set');
     }
   }
 
