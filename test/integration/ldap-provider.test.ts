@@ -1,11 +1,11 @@
-import { createServer, type Server } from 'node:net';
+import { connect, createServer, type Server, type Socket } from 'node:net';
 import { afterEach, beforeEach, describe, expect, inject, it } from 'vitest';
 import type { LdifRecord } from '../../src/lib/ldif/types.ts';
 import type { LdapClient, LdapConnectionConfig } from '../../src/providers/ldap/client.ts';
 import { escapeDnValue } from '../../src/providers/ldap/dn.ts';
 import { LdapProviderError } from '../../src/providers/ldap/errors.ts';
 import { createLdapClient } from '../../src/providers/ldap/ldapts-client.ts';
-import { canBind, createIsolatedOu, readEntry, type IsolatedOu } from '../support/slapd.ts';
+import { canBind, createIsolatedOu, readEntry, slapdFactsFromEnv, type IsolatedOu } from '../support/slapd.ts';
 
 const facts = inject('slapd');
 
@@ -44,6 +44,30 @@ beforeEach(async () => {
 afterEach(async () => {
   await Promise.all(clients.splice(0).map((c) => c.close()));
   await ou.cleanup();
+});
+
+describe('harness', () => {
+  it('hands the same facts to workers through inject and the environment', () => {
+    expect(slapdFactsFromEnv()).toEqual(facts);
+    expect(facts.startMs).toBeGreaterThan(0);
+  });
+
+  it('isolated OU accounts bind; ordinary users cannot manage others; cleanup removes the subtree', async () => {
+    const extra = await createIsolatedOu(facts, { users: ['solo'], serviceAccounts: 0 });
+    expect(extra.dn).not.toBe(ou.dn);
+    expect(await canBind(facts.url, extra.users[0]!.dn, extra.users[0]!.password)).toBe(true);
+    expect(await canBind(facts.url, extra.engine.dn, extra.engine.password)).toBe(true);
+    const asUser = client({ binddn: extra.users[0]!.dn, bindpass: extra.users[0]!.password });
+    const denied = await rejection(asUser.setPassword(ou.users[0]!.dn, 'Not-Allowed-1'));
+    expect(denied.ldapCode).toBe(50);
+    expect(denied.kind).toBe('upstream');
+    // A user may change its own password.
+    await asUser.setPassword(extra.users[0]!.dn, 'Own-Change-1');
+    expect(await canBind(facts.url, extra.users[0]!.dn, 'Own-Change-1')).toBe(true);
+    await extra.cleanup();
+    expect(await readEntry(facts, extra.dn)).toBeUndefined();
+    expect((await readEntry(facts, facts.enginesGroupDn))!.member).not.toContain(extra.engine.dn);
+  });
 });
 
 describe('bind and connection', () => {
@@ -332,7 +356,44 @@ describe('LDIF execution', () => {
   });
 });
 
+/** A TCP proxy to slapd whose connections the test can cut, as a server idle timeout or a network blip would. */
+async function cuttableProxy(): Promise<{ url: string; cut(): void; close(): void }> {
+  const sockets = new Set<Socket>();
+  const srv = createServer((down) => {
+    const up = connect(facts.port, '127.0.0.1');
+    for (const s of [down, up]) {
+      sockets.add(s);
+      s.on('error', () => undefined);
+      s.on('close', () => sockets.delete(s));
+    }
+    down.pipe(up).pipe(down);
+  });
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  return {
+    url: `ldap://127.0.0.1:${(srv.address() as { port: number }).port}`,
+    cut: () => { for (const s of sockets) s.destroy(); },
+    close: () => { srv.close(); for (const s of sockets) s.destroy(); },
+  };
+}
+
 describe('session reuse', () => {
+  it('re-binds on a new connection after the old one was cut, never running unauthenticated', async () => {
+    const proxy = await cuttableProxy();
+    try {
+      const c = client({ url: proxy.url });
+      await expect(c.findByDn(ou.users[0]!.dn)).resolves.toBeTruthy();
+      proxy.cut();
+      await new Promise((r) => setTimeout(r, 50));
+      // An anonymous search would find nothing (ACL: users read only); finding it proves the re-bind.
+      await expect(c.findByDn(ou.users[0]!.dn)).resolves.toMatchObject({ dn: ou.users[0]!.dn });
+      await c.setPassword(ou.users[0]!.dn, 'After-Cut-1');
+      expect(await canBind(facts.url, ou.users[0]!.dn, 'After-Cut-1')).toBe(true);
+    } finally {
+      proxy.close();
+    }
+  });
+
+
   it('keeps working after close() and under concurrent operations', async () => {
     const c = client();
     await c.findByDn(ou.users[0]!.dn);
