@@ -1,0 +1,449 @@
+import type { Logger } from 'pino';
+import { Barrier } from './barrier.ts';
+import type { Clock } from './clock.ts';
+import { BadRequestError, NotFoundError, PermissionDeniedError, SealedError, StrongroomError, UnsupportedOperationError } from './errors.ts';
+import { validateFields } from './fields.ts';
+import type { Backend, BackendContext, BackendFactory, BackendRequest, BackendResponse, CallerInfo, MountInfo, Operation, SecretType } from './framework.ts';
+import { IdentityStore } from './identity.ts';
+import { newRequestId, randomBase62 } from './ids.ts';
+import { LeaseManager, minPositive } from './leases.ts';
+import { MountTable, storagePrefix, type MountEntry } from './mounts.ts';
+import { PolicyStore } from './policy-store.ts';
+import { PathTable, isRootProtected, pathProblem } from './router.ts';
+import type { Storage } from './storage/types.ts';
+import { StorageView } from './storage/view.ts';
+import { TokenStore, type TokenEntry } from './tokens.ts';
+import { issueToken, type IssuedToken } from './token-issue.ts';
+
+export interface CoreRequest {
+  method: string;
+  /** Path after `/v1/`, percent-decoded. */
+  path: string;
+  query: Record<string, string | string[]>;
+  body: Record<string, unknown> | undefined;
+  token: string | undefined;
+  remoteAddress: string;
+}
+
+export interface CoreResponse {
+  status: number;
+  headers: Record<string, string>;
+  body: string | Buffer | undefined;
+}
+
+/** Engine and auth method factories by type; a type name may exist in both classes ("cloud"). */
+export interface BackendRegistry {
+  secret: Record<string, BackendFactory>;
+  auth: Record<string, BackendFactory>;
+}
+
+export interface CoreOptions {
+  storage: Storage;
+  clock: Clock;
+  logger: Logger;
+  defaultLeaseTtl: number;
+  maxLeaseTtl: number;
+  revokeRetry: { baseDelayMs: number; maxAttempts: number };
+  backends: BackendRegistry;
+  /** Built-in mounts (sys, token) get factories that close over the core. */
+  builtins: Record<string, (core: Core) => BackendFactory>;
+  /** Mounts created on first initialisation when their type is registered. */
+  defaultMounts: Array<{ path: string; type: string; description: string }>;
+}
+
+interface Mounted {
+  entry: MountEntry;
+  backend: Backend;
+  table: PathTable;
+  secrets: Map<string, SecretType>;
+  info: MountInfo;
+}
+
+/** Operations that need the `update` capability on a path without an existence check. */
+const WRITE_OPS = new Set<Operation>(['create', 'update']);
+const UNAUTHENTICATED_SYS = new Set(['sys/health', 'sys/seal-status']);
+
+export class Core {
+  readonly options: CoreOptions;
+  readonly barrier: Barrier;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly mounts: MountTable;
+  readonly tokens: TokenStore;
+  readonly policies: PolicyStore;
+  readonly identity: IdentityStore;
+  readonly leases: LeaseManager;
+  readonly #mounted = new Map<string, Mounted>();
+
+  constructor(options: CoreOptions) {
+    this.options = options;
+    this.clock = options.clock;
+    this.logger = options.logger;
+    this.barrier = new Barrier(options.storage);
+    const sys = new StorageView(this.barrier, 'sys/');
+    this.mounts = new MountTable(this.barrier);
+    this.tokens = new TokenStore(sys.sub('token/'), this.clock);
+    this.policies = new PolicyStore(sys.sub('policy/'), sys.sub('policy-password/'));
+    this.identity = new IdentityStore(sys.sub('identity/'));
+    this.leases = new LeaseManager({
+      view: sys.sub('expire/'),
+      clock: this.clock,
+      logger: this.logger,
+      secretType: (mountPath, type) => this.#mountedAt(mountPath)?.secrets.get(type),
+      revokeToken: (salted) => this.revokeTokenTree(salted),
+      mountMaxTtl: (mountPath) => this.effectiveTtls(this.mounts.get(mountPath)).max,
+      retry: options.revokeRetry,
+    });
+  }
+
+  get sealed(): boolean {
+    return this.barrier.sealed;
+  }
+
+  /**
+   * Opens the store with the unseal key. An empty store is initialised first and the root token returned
+   * (printed once by the caller); a wrong key throws UnsealError and changes nothing.
+   */
+  async start(unsealKey: Buffer, rootTokenId?: string): Promise<{ rootToken?: string }> {
+    let rootToken: string | undefined;
+    if (!(await this.barrier.isInitialized())) {
+      await this.barrier.initialize(unsealKey);
+      await this.tokens.load();
+      await this.policies.ensureDefault();
+      await this.#mountBuiltins();
+      for (const m of this.options.defaultMounts) {
+        if (!this.options.backends[m.path.startsWith('auth/') ? 'auth' : 'secret'][m.type]) continue;
+        await this.enableMount(m.path, m.type, m.description, { default_lease_ttl: 0, max_lease_ttl: 0 });
+      }
+      rootToken = (await this.createRootToken(rootTokenId)).token;
+    } else {
+      await this.barrier.unseal(unsealKey);
+      await this.tokens.load();
+      await this.policies.ensureDefault();
+    }
+    await this.mounts.load();
+    for (const entry of this.mounts.all()) if (!this.#mounted.has(entry.uuid)) await this.#instantiate(entry);
+    await this.leases.start();
+    return { rootToken };
+  }
+
+  async stop(): Promise<void> {
+    this.leases.stop();
+    await this.leases.idle();
+    for (const m of this.#mounted.values()) await m.backend.cleanup?.();
+    this.#mounted.clear();
+    await this.barrier.close();
+  }
+
+  async createRootToken(id?: string): Promise<IssuedToken> {
+    return issueToken(this, { id, policies: ['root'], path: 'auth/token/root', displayName: 'root', ttl: 0, parent: '', renewable: false, mountAccessor: this.mounts.get('auth/token/')?.accessor ?? '' });
+  }
+
+  effectiveTtls(entry: MountEntry | undefined): { default: number; max: number } {
+    const max = entry?.config.max_lease_ttl || this.options.maxLeaseTtl;
+    const def = entry?.config.default_lease_ttl || Math.min(this.options.defaultLeaseTtl, max);
+    return { default: def, max };
+  }
+
+  async #mountBuiltins(): Promise<void> {
+    for (const [path, type, cls, description] of [
+      ['sys/', 'system', 'secret', 'system endpoints used for control, policy and debugging'],
+      ['auth/token/', 'token', 'auth', 'token based credentials'],
+      ['identity/', 'identity', 'secret', 'identity store and plugin workload identity issuer'],
+    ] as const) {
+      if (!this.options.builtins[type]) continue;
+      await this.mounts.load();
+      const entry = this.mounts.prepare(path, type, cls, description, { default_lease_ttl: 0, max_lease_ttl: 0 }, true);
+      await this.mounts.add(entry);
+    }
+  }
+
+  /** Enables a secrets engine (`path`) or auth method (`auth/<path>`). */
+  async enableMount(fullPath: string, type: string, description: string, config: MountEntry['config']): Promise<MountEntry> {
+    const cls = fullPath.startsWith('auth/') ? 'auth' : 'secret';
+    if (!this.options.backends[cls][type]) throw new BadRequestError(`invalid value for field "type": unknown ${cls === 'auth' ? 'auth method' : 'secrets engine'} type "${type}"`);
+    const entry = this.mounts.prepare(fullPath, type, cls, description, config);
+    await this.#instantiate(entry);
+    await this.mounts.add(entry);
+    return entry;
+  }
+
+  /** Revokes the mount's leases (a failure aborts and keeps the mount), then deletes its storage. */
+  async disableMount(fullPath: string): Promise<void> {
+    const entry = this.mounts.get(fullPath);
+    if (!entry) return;
+    const ids = await this.leases.idsUnder(fullPath);
+    for (const [i, id] of ids.entries()) {
+      try {
+        await this.leases.revoke(id);
+      } catch (err) {
+        throw new BadRequestError(`failed to revoke "${id}" (${i + 1} / ${ids.length}): ${(err as Error).message}`);
+      }
+    }
+    const mounted = this.#mounted.get(entry.uuid);
+    await mounted?.backend.cleanup?.();
+    this.#mounted.delete(entry.uuid);
+    await new StorageView(this.barrier, storagePrefix(entry)).clear();
+    await this.mounts.remove(fullPath);
+  }
+
+  async tuneMount(entry: MountEntry): Promise<void> {
+    await this.mounts.update(entry);
+    const mounted = this.#mounted.get(entry.uuid);
+    if (mounted) mounted.entry = entry;
+  }
+
+  #mountedAt(fullPath: string): Mounted | undefined {
+    const entry = this.mounts.get(fullPath);
+    return entry ? this.#mounted.get(entry.uuid) : undefined;
+  }
+
+  mountedBackend(fullPath: string): Backend | undefined {
+    return this.#mountedAt(fullPath)?.backend;
+  }
+
+  async #instantiate(entry: MountEntry): Promise<void> {
+    const factory = this.options.builtins[entry.type]?.(this) ?? this.options.backends[entry.class][entry.type];
+    if (!factory) {
+      this.logger.error({ mount: entry.path, type: entry.type }, 'no backend registered for mounted type; its paths answer 404');
+      return;
+    }
+    const info: MountInfo = { path: entry.path, accessor: entry.accessor, type: entry.type, class: entry.class };
+    const ctx: BackendContext = {
+      storage: new StorageView(this.barrier, storagePrefix(entry)),
+      clock: this.clock,
+      logger: this.logger.child({ mount: entry.path }),
+      mount: info,
+      system: {
+        defaultLeaseTtl: () => this.effectiveTtls(this.mounts.get(entry.path) ?? entry).default,
+        maxLeaseTtl: () => this.effectiveTtls(this.mounts.get(entry.path) ?? entry).max,
+        generatePassword: (name) => this.policies.generate(name),
+        forgetLease: (id) => this.leases.forget(id),
+        generateIdentityToken: (audience, ttl) => this.identityTokens.generate(this.mounts.get(entry.path) ?? entry, audience, ttl),
+        mountOption: (name) => (this.mounts.get(entry.path) ?? entry).config[name as keyof MountEntry['config']] as string | undefined,
+      },
+    };
+    const backend = await factory(ctx);
+    const mounted: Mounted = { entry, backend, table: new PathTable(backend), secrets: new Map((backend.secrets ?? []).map((s) => [s.type, s])), info };
+    this.#mounted.set(entry.uuid, mounted);
+    await backend.initialize?.();
+  }
+
+  /** Plugin identity tokens; replaced by the OIDC issuer when it is wired (workload identity federation). */
+  identityTokens: { generate(entry: MountEntry, audience: string, ttl: number): Promise<{ token: string; ttl: number }> } = {
+    generate: async () => {
+      throw new BadRequestError('plugin identity tokens are not available: no OIDC issuer is configured');
+    },
+  };
+
+  // ---- request pipeline -------------------------------------------------------------------------
+
+  async handle(req: CoreRequest): Promise<CoreResponse> {
+    const requestId = newRequestId();
+    try {
+      return await this.#handle(req, requestId);
+    } catch (err) {
+      return this.#errorResponse(err, requestId, req.path);
+    }
+  }
+
+  async #handle(req: CoreRequest, requestId: string): Promise<CoreResponse> {
+    const problem = pathProblem(req.path);
+    if (problem) throw new BadRequestError(problem);
+    let operation = operationFor(req);
+    let path = req.path;
+    if (operation === 'list' && !path.endsWith('/')) path += '/';
+    if (this.sealed) throw new SealedError();
+
+    const entry = this.mounts.match(path);
+    const mounted = entry ? this.#mounted.get(entry.uuid) : undefined;
+    const relative = entry ? path.slice(entry.path.length) : path;
+    const match = mounted?.table.match(relative);
+
+    const input: Record<string, unknown> = operation === 'update' || operation === 'create' || operation === 'patch' ? { ...(req.body ?? {}) } : { ...flattenQuery(req.query) };
+    if (operation !== 'read' && operation !== 'list' && req.body) Object.assign(input, req.body);
+    delete input.list;
+
+    const unauthenticated = (match?.def.unauthenticated ?? false) || UNAUTHENTICATED_SYS.has(path);
+    let token: TokenEntry | undefined;
+    let caller: CallerInfo | undefined;
+    if (!unauthenticated) {
+      token = req.token ? await this.tokens.lookup(req.token) : undefined;
+      if (!token) throw new PermissionDeniedError();
+      caller = { clientToken: req.token!, accessor: token.accessor, entityId: token.entityId, displayName: token.displayName, policies: token.policies };
+    }
+    const acl = token ? await this.policies.aclFor(token.policies) : undefined;
+
+    if (!mounted || !match) {
+      if (acl && !acl.allowOperation(path, operation === 'list' ? 'list' : operation === 'read' ? 'read' : 'update', undefined).allowed) throw new PermissionDeniedError();
+      throw new NotFoundError(mounted ? 'unsupported path' : `no handler for route "${path}". route entry not found.`);
+    }
+
+    const leaseId = `${path}/${randomBase62(24)}`.replace(/\/+/g, '/');
+    const { values, errors } = validateFields(match.def.fields ?? {}, input);
+    const provided = new Set(Object.keys(input));
+    const backendReq: BackendRequest = {
+      operation, requestId, path: relative, params: match.params, data: values,
+      has: (name) => provided.has(name), storage: new StorageView(this.barrier, storagePrefix(mounted.entry)),
+      caller, mount: mounted.info, remoteAddress: req.remoteAddress, leaseId,
+    };
+
+    if (operation === 'update' && match.def.existenceCheck && errors.length === 0) {
+      if (!(await match.def.existenceCheck(backendReq))) operation = 'create';
+      backendReq.operation = operation;
+    }
+    if (acl) {
+      const decision = acl.allowOperation(path, operation, input, { rootProtected: isRootProtected(path) });
+      if (!decision.allowed) throw new PermissionDeniedError();
+    }
+    const handler = match.def.operations[operation] ?? (WRITE_OPS.has(operation) ? match.def.operations[operation === 'create' ? 'update' : 'create'] : undefined);
+    if (!handler) throw new UnsupportedOperationError();
+    if (errors.length) throw new BadRequestError(errors);
+
+    if (token && token.numUses > 0) await this.#useOnce(token);
+    const response = (await handler(backendReq)) ?? undefined;
+    const warnings = [...(response?.warnings ?? [])];
+    const known = new Set([...Object.keys(match.def.fields ?? {}), ...Object.keys(match.params)]);
+    const ignored = [...provided].filter((k) => !known.has(k)).sort();
+    if (ignored.length) warnings.push(`Endpoint ignored these unrecognized parameters: [${ignored.join(' ')}]`);
+
+    if (response?.raw) return { status: response.raw.status, headers: { 'content-type': 'application/json', ...response.raw.headers }, body: response.raw.body };
+
+    let leaseDuration = 0;
+    let renewable = false;
+    let issuedLease = '';
+    if (response?.secret) {
+      const secret = response.secret;
+      const ttls = this.effectiveTtls(mounted.entry);
+      const max = minPositive(ttls.max, secret.maxTtl ?? 0);
+      let ttl = secret.ttl > 0 ? secret.ttl : ttls.default;
+      ttl = max > 0 ? Math.min(ttl, max) : ttl;
+      const now = this.clock.now();
+      await this.leases.register({
+        id: leaseId, kind: 'secret', mountPath: mounted.entry.path, secretType: secret.type, internal: secret.internal,
+        issueTime: now, expireTime: now + ttl * 1000, ttl, maxTtl: secret.maxTtl ?? 0, renewable: secret.renewable ?? true,
+        tokenSalted: token?.salted ?? '',
+      });
+      leaseDuration = ttl;
+      renewable = secret.renewable ?? true;
+      issuedLease = leaseId;
+    }
+    if (response?.lease) {
+      issuedLease = response.lease.id;
+      leaseDuration = response.lease.duration;
+      renewable = response.lease.renewable;
+    }
+    let auth: Record<string, unknown> | null = response?.authBlock ?? null;
+    if (response?.auth) auth = await this.#login(response.auth, mounted, path);
+
+    const data = response?.data ?? null;
+    if (!response || (response.data === undefined && !response.secret && !response.auth && !response.authBlock)) {
+      if (operation === 'read' || operation === 'list') throw new NotFoundError();
+      if (warnings.length === 0) return { status: response?.status ?? 204, headers: {}, body: undefined };
+    }
+    if (operation === 'list') {
+      const keys = (data as { keys?: unknown } | null)?.keys;
+      if (!Array.isArray(keys) || keys.length === 0) throw new NotFoundError();
+    }
+    const envelope: Record<string, unknown> = {};
+    if (data && injectsData(path)) Object.assign(envelope, data);
+    Object.assign(envelope, {
+      request_id: requestId, lease_id: issuedLease, renewable, lease_duration: leaseDuration, data,
+      wrap_info: null, warnings: warnings.length ? warnings : null, auth, mount_type: mounted.entry.type,
+    });
+    return { status: response?.status ?? 200, headers: { 'content-type': 'application/json' }, body: JSON.stringify(envelope) };
+  }
+
+  /** A login answered by an auth method: resolve identity, clamp TTLs by the mount, issue the token. */
+  async #login(spec: NonNullable<BackendResponse['auth']>, mounted: Mounted, path: string): Promise<Record<string, unknown>> {
+    const ttls = this.effectiveTtls(mounted.entry);
+    let entityId = '';
+    if (spec.alias) entityId = (await this.identity.upsertAlias(mounted.entry.accessor, spec.alias.name, spec.alias.metadata ?? {}, spec.groupAliases ?? [])).id;
+    const base = mounted.entry.path.replace(/^auth\//, '').replace(/\/$/, '').replace(/\//g, '-');
+    const displayName = `${base}-${spec.displayName}`.replace(/-+$/, '');
+    const policies = normalizePolicies(spec.policies, !spec.noDefaultPolicy);
+    const max = minPositive(ttls.max, spec.maxTtl);
+    let ttl = spec.period ? spec.period : spec.ttl > 0 ? spec.ttl : ttls.default;
+    if (max > 0) ttl = Math.min(ttl, max);
+    const issued = await issueToken(this, {
+      policies, path, displayName, ttl, explicitMaxTtl: spec.maxTtl, period: spec.period ?? 0, numUses: spec.numUses ?? 0,
+      parent: '', renewable: spec.renewable ?? true, entityId, meta: spec.metadata, boundCidrs: spec.boundCidrs ?? [],
+      mountAccessor: mounted.entry.accessor, internal: spec.internal ?? {},
+    });
+    return issued.auth;
+  }
+
+  async #useOnce(token: TokenEntry): Promise<void> {
+    const left = token.numUses - 1;
+    if (left === 0) {
+      // Last use: the request proceeds, the token dies right after it.
+      await this.tokens.save({ ...token, numUses: -1 });
+      setImmediate(() => void this.revokeTokenTree(token.salted).catch((err) => this.logger.error({ err }, 'revoking a used-up token failed')));
+    } else await this.tokens.save({ ...token, numUses: left });
+  }
+
+  /** Revokes a token, its descendants (leaves first) and every lease issued with them. */
+  async revokeTokenTree(salted: string, seen = new Set<string>()): Promise<void> {
+    if (seen.has(salted)) return;
+    seen.add(salted);
+    for (const child of await this.tokens.children(salted)) await this.revokeTokenTree(child, seen);
+    const entry = await this.tokens.lookupSalted(salted);
+    await this.leases.revokeByToken(salted);
+    if (!entry) return;
+    await this.tokens.remove(entry);
+    await this.leases.forget(tokenLeaseId(entry));
+  }
+
+  #errorResponse(err: unknown, requestId: string, path: string): CoreResponse {
+    if (err instanceof StrongroomError) {
+      return { status: err.status, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ errors: err.messages }) };
+    }
+    this.logger.error({ err, request_id: requestId, path }, 'internal error');
+    return { status: 500, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ errors: [`internal error (request ${requestId})`] }) };
+  }
+}
+
+export function tokenLeaseId(entry: TokenEntry): string {
+  return `${entry.path}/${entry.salted}`;
+}
+
+export function normalizePolicies(policies: string[], addDefault: boolean): string[] {
+  const set = new Set(policies.map((p) => p.trim().toLowerCase()).filter(Boolean));
+  if (addDefault && !set.has('root')) set.add('default');
+  return [...set].sort();
+}
+
+function operationFor(req: CoreRequest): Operation {
+  const method = req.method.toUpperCase();
+  const list = req.query.list;
+  switch (method) {
+    case 'GET':
+    case 'HEAD':
+      if (list !== undefined) {
+        const v = Array.isArray(list) ? list[0] : list;
+        if (['1', 't', 'T', 'TRUE', 'true', 'True'].includes(v)) return 'list';
+        if (!['0', 'f', 'F', 'FALSE', 'false', 'False'].includes(v)) throw new BadRequestError('invalid value for query parameter "list": expected a boolean');
+      }
+      return 'read';
+    case 'LIST':
+      return 'list';
+    case 'POST':
+    case 'PUT':
+      return 'update';
+    case 'DELETE':
+      return 'delete';
+    case 'PATCH':
+      return 'patch';
+    default:
+      throw new StrongroomError(405, `unsupported HTTP method ${method}`);
+  }
+}
+
+function flattenQuery(query: Record<string, string | string[]>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(query).filter(([k]) => k !== 'help'));
+}
+
+/** Legacy clients read sys/mounts, sys/auth, sys/policy* and sys/capabilities* data from the top level. */
+function injectsData(path: string): boolean {
+  return /^sys\/(mounts|auth|policy|policies\/acl|capabilities)/.test(path) && !/^sys\/policies\/password/.test(path);
+}

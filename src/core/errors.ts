@@ -1,0 +1,46 @@
+/**
+ * Typed errors carry their HTTP status; the HTTP layer renders them in exactly one place.
+ * Messages must never contain secrets: callers scrub upstream text before wrapping it.
+ */
+export class StrongroomError extends Error {
+  readonly status: number;
+  readonly messages: string[];
+  constructor(status: number, messages: string | string[]) {
+    const list = Array.isArray(messages) ? messages : [messages];
+    super(list.join('; '));
+    this.status = status;
+    this.messages = list;
+  }
+}
+
+export class BadRequestError extends StrongroomError {
+  constructor(messages: string | string[]) { super(400, messages); }
+}
+export class PermissionDeniedError extends StrongroomError {
+  constructor(message = 'permission denied') { super(403, message); }
+}
+export class NotFoundError extends StrongroomError {
+  constructor(messages: string | string[] = []) { super(404, messages); }
+}
+export class UnsupportedOperationError extends StrongroomError {
+  constructor() { super(405, 'unsupported operation'); }
+}
+export class ConflictError extends StrongroomError {
+  constructor(message: string) { super(409, message); }
+}
+export class PayloadTooLargeError extends StrongroomError {
+  constructor(limit: number) { super(413, `request body exceeds the limit of ${limit} bytes`); }
+}
+export class ThrottledError extends StrongroomError {
+  constructor(message: string) { super(429, message); }
+}
+export class UpstreamError extends StrongroomError {
+  constructor(message: string) { super(502, message); }
+}
+export class SealedError extends StrongroomError {
+  constructor() { super(503, 'Strongroom is sealed'); }
+}
+
+export function isStrongroomError(err: unknown): err is StrongroomError {
+  return err instanceof StrongroomError;
+}

@@ -1,0 +1,175 @@
+import type { Logger } from 'pino';
+import type { Clock } from './clock.ts';
+import type { FieldValues, Fields } from './fields.ts';
+import type { StorageView } from './storage/view.ts';
+
+/**
+ * The contract between the core and every engine or auth method ("backend"). A backend declares its paths;
+ * the core owns routing, authentication, ACL, the envelope, leases and tokens, so every backend gets them
+ * the same way.
+ */
+export type Operation = 'read' | 'list' | 'create' | 'update' | 'delete' | 'patch';
+
+export interface CallerInfo {
+  /** The caller's token as presented; handlers must never log or store it. */
+  clientToken: string;
+  accessor: string;
+  entityId: string;
+  displayName: string;
+  policies: string[];
+}
+
+export interface MountInfo {
+  path: string; // "ldap/" or "auth/cloud/"
+  accessor: string;
+  type: string;
+  class: 'secret' | 'auth';
+}
+
+export interface BackendRequest<F extends Fields = Fields> {
+  operation: Operation;
+  requestId: string;
+  /** Path below the mount, e.g. "static-role/app/db". */
+  path: string;
+  /** Named captures of the matched pattern. */
+  params: Record<string, string>;
+  /** Validated field values; unsent fields hold their default (or undefined). */
+  data: FieldValues<F>;
+  /** Whether the client sent the field (partial updates change only sent keys). */
+  has(name: keyof F & string): boolean;
+  storage: StorageView;
+  caller: CallerInfo | undefined;
+  mount: MountInfo;
+  remoteAddress: string;
+  /** The lease id a secret in this response will receive (so an engine can index it at issue time). */
+  leaseId: string;
+}
+
+export interface SecretResponse {
+  type: string;
+  /** Requested TTL in seconds (0 = mount default); the core clamps it by the mount and system maxima. */
+  ttl: number;
+  /** An engine-level cap on the lease's whole life in seconds (0 = none). */
+  maxTtl?: number;
+  renewable?: boolean;
+  /** Everything revoke needs, stored encrypted with the lease; never returned to clients. */
+  internal: Record<string, unknown>;
+}
+
+export interface AuthResponse {
+  policies: string[];
+  noDefaultPolicy?: boolean;
+  displayName: string;
+  metadata: Record<string, string>;
+  ttl: number;
+  maxTtl: number;
+  period?: number;
+  numUses?: number;
+  boundCidrs?: string[];
+  renewable?: boolean;
+  /** Identity alias: the core keeps one entity per (mount accessor, alias name). */
+  alias?: { name: string; metadata?: Record<string, string> };
+  groupAliases?: string[];
+  /** Backend data kept with the token (e.g. the role name) for renewals. */
+  internal?: Record<string, unknown>;
+}
+
+export interface RawResponse {
+  status: number;
+  headers?: Record<string, string>;
+  body: string | Buffer;
+}
+
+export interface BackendResponse {
+  data?: Record<string, unknown> | null;
+  warnings?: string[];
+  secret?: SecretResponse;
+  auth?: AuthResponse;
+  raw?: RawResponse;
+  /** A ready `auth` block (the token store's own create/renew answers). */
+  authBlock?: Record<string, unknown>;
+  /** Envelope lease fields for an existing lease (lease renewals). */
+  lease?: { id: string; duration: number; renewable: boolean };
+  /** Override of the default status (e.g. 202). */
+  status?: number;
+}
+
+export type Handler<F extends Fields> = (req: BackendRequest<F>) => Promise<BackendResponse | void>;
+
+export interface PathDefinition<F extends Fields = Fields> {
+  /** Regex source (anchored by the core); named groups become `params`. */
+  pattern: string;
+  fields?: F;
+  operations: Partial<Record<Operation, Handler<F>>>;
+  /** Decides create vs update for writes (and thereby which ACL capability is needed). */
+  existenceCheck?: (req: BackendRequest<F>) => Promise<boolean>;
+  /** Login paths and public discovery documents are reachable without a token. */
+  unauthenticated?: boolean;
+  description: string;
+}
+
+/** Typed helper so each path file gets field inference. */
+export function definePath<F extends Fields>(def: PathDefinition<F>): PathDefinition<Fields> {
+  return def as unknown as PathDefinition<Fields>;
+}
+
+export interface LeaseView {
+  id: string;
+  issueTime: number;
+  expireTime: number;
+  internal: Record<string, unknown>;
+  /** TTL requested for this renewal in seconds (the increment, or the original TTL). */
+  increment: number;
+}
+
+export interface SecretType {
+  type: string;
+  revoke(lease: LeaseView): Promise<void>;
+  /** Optional: refuse (throw) or cap the renewal; return a max TTL (seconds from issue) to enforce. */
+  renew?(lease: LeaseView): Promise<{ maxTtl?: number } | void>;
+}
+
+export interface TokenView {
+  accessor: string;
+  entityId: string;
+  policies: string[];
+  metadata: Record<string, string>;
+  internal: Record<string, unknown>;
+  issueTime: number;
+}
+
+export interface Backend {
+  /** In match order: most specific first. */
+  paths: PathDefinition[];
+  secrets?: SecretType[];
+  /** Auth methods: re-check a login on token renewal and return its current TTLs (throw to refuse). */
+  renewAuth?(token: TokenView): Promise<{ ttl: number; maxTtl: number; period?: number }>;
+  /** Runs after mount and at start-up (replay write-ahead logs, schedule rotations). */
+  initialize?(): Promise<void>;
+  /** Stops timers on unmount or shutdown. */
+  cleanup?(): Promise<void>;
+}
+
+export interface SystemView {
+  /** Effective TTLs of this mount in seconds (mount tune, else system). */
+  defaultLeaseTtl(): number;
+  maxLeaseTtl(): number;
+  /** Generates from the named password policy, or the server default when name is empty; 400 naming a missing policy. */
+  generatePassword(policyName?: string): Promise<string>;
+  /** Ends a lease without calling the engine's revoke (the engine already undid the secret). */
+  forgetLease(leaseId: string): Promise<void>;
+  /** Plugin identity token for workload identity federation (later issue); throws when unavailable. */
+  generateIdentityToken(audience: string, ttlSeconds: number): Promise<{ token: string; ttl: number }>;
+  /** Mount tune options such as identity_token_key. */
+  mountOption(name: string): string | undefined;
+}
+
+export interface BackendContext {
+  storage: StorageView;
+  clock: Clock;
+  logger: Logger;
+  mount: MountInfo;
+  system: SystemView;
+}
+
+export type BackendFactory = (ctx: BackendContext) => Backend | Promise<Backend>;

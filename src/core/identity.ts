@@ -1,0 +1,61 @@
+import { createHash, randomUUID } from 'node:crypto';
+import { KeyedLock } from './keyed-lock.ts';
+import type { StorageView } from './storage/view.ts';
+
+/**
+ * Entities tie the tokens of one workload together across logins: one entity per (auth mount accessor,
+ * alias name). The LDAP library uses the entity id for check-in enforcement.
+ */
+export interface Entity {
+  id: string;
+  name: string;
+  aliases: Array<{ mountAccessor: string; name: string; metadata: Record<string, string> }>;
+  groupIds: string[];
+}
+
+const hash = (s: string) => createHash('sha256').update(s).digest('hex').slice(0, 40);
+
+export class IdentityStore {
+  readonly #view: StorageView;
+  readonly #locks = new KeyedLock();
+
+  constructor(view: StorageView) {
+    this.#view = view;
+  }
+
+  async entity(id: string): Promise<Entity | undefined> {
+    return this.#view.getJson<Entity>(`entity/${id}`);
+  }
+
+  /** Finds or creates the entity for an alias; serialised per alias so concurrent logins share one entity. */
+  async upsertAlias(mountAccessor: string, name: string, metadata: Record<string, string>, groups: string[]): Promise<Entity> {
+    const aliasKey = `alias/${mountAccessor}/${hash(name)}`;
+    return this.#locks.run(aliasKey, async () => {
+      const existingId = (await this.#view.get(aliasKey))?.toString();
+      const existing = existingId ? await this.entity(existingId) : undefined;
+      const groupIds: string[] = [];
+      for (const g of groups) groupIds.push(await this.#groupAlias(mountAccessor, g));
+      const entity: Entity = existing
+        ? { ...existing, aliases: existing.aliases.map((a) => (a.mountAccessor === mountAccessor && a.name === name ? { ...a, metadata } : a)), groupIds }
+        : { id: randomUUID(), name: `entity_${randomUUID().slice(0, 8)}`, aliases: [{ mountAccessor, name, metadata }], groupIds };
+      await this.#view.transaction([
+        { type: 'put', key: `entity/${entity.id}`, value: Buffer.from(JSON.stringify(entity)) },
+        { type: 'put', key: aliasKey, value: Buffer.from(entity.id) },
+      ]);
+      return entity;
+    });
+  }
+
+  async #groupAlias(mountAccessor: string, name: string): Promise<string> {
+    const key = `group-alias/${mountAccessor}/${hash(name)}`;
+    const existing = (await this.#view.get(key))?.toString();
+    if (existing) return existing;
+    const id = randomUUID();
+    await this.#view.transaction([
+      { type: 'put', key, value: Buffer.from(id) },
+      { type: 'put', key: `group/${id}`, value: Buffer.from(JSON.stringify({ id, name, mountAccessor })) },
+    ]);
+    return id;
+  }
+
+}

@@ -1,0 +1,272 @@
+import { createHash } from 'node:crypto';
+import { z } from 'zod';
+import type { Logger } from 'pino';
+import type { Clock } from './clock.ts';
+import { BadRequestError } from './errors.ts';
+import type { LeaseView, SecretType } from './framework.ts';
+import type { StorageView } from './storage/view.ts';
+
+export const leaseEntrySchema = z.object({
+  id: z.string(),
+  kind: z.enum(['secret', 'token']),
+  mountPath: z.string(),
+  secretType: z.string().default(''),
+  internal: z.record(z.string(), z.unknown()).default({}),
+  issueTime: z.number(),
+  expireTime: z.number(),
+  lastRenewal: z.number().default(0),
+  ttl: z.number(),
+  maxTtl: z.number().default(0),
+  renewable: z.boolean(),
+  tokenSalted: z.string().default(''),
+  attempts: z.number().default(0),
+  nextAttempt: z.number().default(0),
+  irrevocable: z.boolean().default(false),
+  revokeError: z.string().default(''),
+});
+export type LeaseEntry = z.infer<typeof leaseEntrySchema>;
+
+export interface LeaseManagerDeps {
+  view: StorageView;
+  clock: Clock;
+  logger: Logger;
+  secretType(mountPath: string, type: string): SecretType | undefined;
+  revokeToken(salted: string): Promise<void>;
+  /** Effective max lease TTL of a mount, seconds. */
+  mountMaxTtl(mountPath: string): number;
+  retry: { baseDelayMs: number; maxAttempts: number };
+}
+
+const BUCKET_MS = 60_000;
+/** Leases due within this window are held as timers; the rest wait in the storage time index. */
+const HORIZON_MS = 5 * 60_000;
+const bucketName = (ms: number) => String(Math.floor(ms / BUCKET_MS)).padStart(13, '0');
+const leaseKey = (id: string) => createHash('sha256').update(id).digest('hex').slice(0, 32);
+
+/**
+ * Leases: registration, renewal, revocation, and expiry. Start-up never loads every lease: a time index
+ * (`time/<minute>/<hash>`) lets the manager arm timers only for what falls due soon, topping up as time passes.
+ */
+export class LeaseManager {
+  readonly #d: LeaseManagerDeps;
+  readonly #timers = new Map<string, () => void>();
+  readonly #inFlight = new Map<string, Promise<void>>();
+  #loadedUntil = 0;
+  #stopScan: (() => void) | undefined;
+  #stopped = false;
+
+  constructor(deps: LeaseManagerDeps) {
+    this.#d = deps;
+  }
+
+  async start(): Promise<void> {
+    await this.#scan();
+    const tick = () => {
+      this.#stopScan = this.#d.clock.setTimer(HORIZON_MS / 2, () => {
+        void this.#scan().catch((err) => this.#d.logger.error({ err }, 'lease scan failed')).finally(() => { if (!this.#stopped) tick(); });
+      });
+    };
+    tick();
+  }
+
+  stop(): void {
+    this.#stopped = true;
+    this.#stopScan?.();
+    for (const cancel of this.#timers.values()) cancel();
+    this.#timers.clear();
+  }
+
+  /** Waits for revocations already running (used at shutdown and by tests). */
+  async idle(): Promise<void> {
+    await Promise.allSettled([...this.#inFlight.values()]);
+  }
+
+  async register(entry: Omit<LeaseEntry, 'attempts' | 'nextAttempt' | 'irrevocable' | 'revokeError' | 'lastRenewal'>): Promise<LeaseEntry> {
+    const full: LeaseEntry = { ...entry, attempts: 0, nextAttempt: 0, irrevocable: false, revokeError: '', lastRenewal: 0 };
+    const ops = [
+      { type: 'put' as const, key: `id/${full.id}`, value: Buffer.from(JSON.stringify(full)) },
+      { type: 'put' as const, key: `time/${bucketName(full.expireTime)}/${leaseKey(full.id)}`, value: Buffer.from(full.id) },
+    ];
+    if (full.tokenSalted && full.kind === 'secret') ops.push({ type: 'put', key: `token/${full.tokenSalted}/${leaseKey(full.id)}`, value: Buffer.from(full.id) });
+    await this.#d.view.transaction(ops);
+    this.#armIfSoon(full);
+    return full;
+  }
+
+  async get(id: string): Promise<LeaseEntry | undefined> {
+    return this.#d.view.getJson(`id/${id}`, (raw) => leaseEntrySchema.parse(raw));
+  }
+
+  async list(prefix: string): Promise<string[]> {
+    return this.#d.view.list(`id/${prefix}`);
+  }
+
+  async idsUnder(prefix: string): Promise<string[]> {
+    const exact = await this.get(prefix);
+    if (exact) return [prefix];
+    const base = prefix === '' || prefix.endsWith('/') ? prefix : `${prefix}/`;
+    return (await this.#d.view.listRecursive(`id/${base}`)).map((k) => k.slice('id/'.length));
+  }
+
+  /** Renews a secret lease; the increment is capped by the mount's and the engine's max TTL. */
+  async renew(id: string, increment: number): Promise<LeaseEntry> {
+    const entry = await this.get(id);
+    const now = this.#d.clock.now();
+    if (!entry) throw new BadRequestError('invalid lease');
+    if (entry.kind === 'token') throw new BadRequestError('tokens cannot be renewed through this endpoint');
+    if (entry.irrevocable) throw new BadRequestError('lease is expired and has failed previous revocation attempts');
+    if (entry.expireTime <= now) throw new BadRequestError('lease expired');
+    if (!entry.renewable) throw new BadRequestError('lease is not renewable');
+    const requested = increment > 0 ? increment : entry.ttl;
+    const secret = this.#d.secretType(entry.mountPath, entry.secretType);
+    const hook = secret?.renew ? await secret.renew(this.#view(entry, requested)) : undefined;
+    const maxTtl = minPositive(this.#d.mountMaxTtl(entry.mountPath), entry.maxTtl, hook?.maxTtl ?? 0);
+    const maxEnd = entry.issueTime + maxTtl * 1000;
+    const ttl = Math.min(requested, Math.floor((maxEnd - now) / 1000));
+    if (ttl <= 0) throw new BadRequestError('past the max TTL, cannot renew');
+    return this.#reschedule(entry, { ...entry, expireTime: now + ttl * 1000, lastRenewal: now, ttl: entry.ttl });
+  }
+
+  /** Moves a token lease's expiry (token renewals). */
+  async extend(id: string, expireTime: number): Promise<void> {
+    const entry = await this.get(id);
+    if (entry) await this.#reschedule(entry, { ...entry, expireTime, lastRenewal: this.#d.clock.now() });
+  }
+
+  /** Revokes now; throws if the engine fails (unless force, which deletes the record anyway). */
+  async revoke(id: string, opts: { force?: boolean } = {}): Promise<void> {
+    const running = this.#inFlight.get(id);
+    if (running) return running;
+    const job = this.#revokeNow(id, opts.force ?? false).finally(() => this.#inFlight.delete(id));
+    this.#inFlight.set(id, job);
+    return job;
+  }
+
+  /** Deletes the lease record without calling the engine (it already undid the secret). */
+  async forget(id: string): Promise<void> {
+    const entry = await this.get(id);
+    if (entry) await this.#delete(entry);
+  }
+
+  /** Revokes every secret lease issued with a token (best effort: failures stay scheduled for retry). */
+  async revokeByToken(salted: string): Promise<void> {
+    const keys = await this.#d.view.list(`token/${salted}/`);
+    for (const key of keys) {
+      const id = (await this.#d.view.get(`token/${salted}/${key}`))?.toString();
+      if (!id) continue;
+      try {
+        await this.revoke(id);
+      } catch (err) {
+        await this.#failed(id, err);
+      }
+    }
+  }
+
+  async #revokeNow(id: string, force: boolean): Promise<void> {
+    const entry = await this.get(id);
+    if (!entry) return;
+    try {
+      if (entry.kind === 'token') await this.#d.revokeToken(entry.tokenSalted);
+      else {
+        const secret = this.#d.secretType(entry.mountPath, entry.secretType);
+        if (!secret) throw new Error(`no engine at "${entry.mountPath}" can revoke secrets of type "${entry.secretType}"`);
+        await secret.revoke(this.#view(entry, entry.ttl));
+      }
+    } catch (err) {
+      if (!force) throw err;
+      this.#d.logger.warn({ lease_id: id, err: errorText(err) }, 'forced revocation ignored an engine error');
+    }
+    await this.#delete(entry);
+  }
+
+  async #expire(id: string): Promise<void> {
+    this.#timers.delete(id);
+    try {
+      await this.revoke(id);
+    } catch (err) {
+      await this.#failed(id, err);
+    }
+  }
+
+  /** Backoff base·2^attempt with ±50% jitter; after maxAttempts the lease turns irrevocable and stays visible. */
+  async #failed(id: string, err: unknown): Promise<void> {
+    const entry = await this.get(id);
+    if (!entry) return;
+    const attempts = entry.attempts + 1;
+    const message = errorText(err).slice(0, 240);
+    this.#d.logger.warn({ lease_id: id, attempts, err: message }, 'lease revocation failed');
+    if (attempts >= this.#d.retry.maxAttempts) {
+      const updated = { ...entry, attempts, irrevocable: true, revokeError: `out of retries: ${message}` };
+      await this.#d.view.transaction([
+        { type: 'put', key: `id/${id}`, value: Buffer.from(JSON.stringify(updated)) },
+        { type: 'delete', key: `time/${bucketName(this.#dueAt(entry))}/${leaseKey(id)}` },
+      ]);
+      return;
+    }
+    const delay = this.#d.retry.baseDelayMs * 2 ** attempts * (0.5 + Math.random());
+    await this.#reschedule(entry, { ...entry, attempts, nextAttempt: this.#d.clock.now() + delay, revokeError: message });
+  }
+
+  #dueAt(entry: LeaseEntry): number {
+    return entry.nextAttempt || entry.expireTime;
+  }
+
+  async #reschedule(before: LeaseEntry, after: LeaseEntry): Promise<LeaseEntry> {
+    const oldKey = `time/${bucketName(this.#dueAt(before))}/${leaseKey(before.id)}`;
+    const newKey = `time/${bucketName(this.#dueAt(after))}/${leaseKey(after.id)}`;
+    const ops = [{ type: 'put' as const, key: `id/${after.id}`, value: Buffer.from(JSON.stringify(after)) }];
+    await this.#d.view.transaction(oldKey === newKey ? ops : [...ops, { type: 'delete', key: oldKey }, { type: 'put', key: newKey, value: Buffer.from(after.id) }]);
+    this.#timers.get(after.id)?.();
+    this.#timers.delete(after.id);
+    this.#armIfSoon(after);
+    return after;
+  }
+
+  async #delete(entry: LeaseEntry): Promise<void> {
+    this.#timers.get(entry.id)?.();
+    this.#timers.delete(entry.id);
+    const ops: Array<{ type: 'delete'; key: string }> = [
+      { type: 'delete', key: `id/${entry.id}` },
+      { type: 'delete', key: `time/${bucketName(this.#dueAt(entry))}/${leaseKey(entry.id)}` },
+    ];
+    if (entry.tokenSalted && entry.kind === 'secret') ops.push({ type: 'delete', key: `token/${entry.tokenSalted}/${leaseKey(entry.id)}` });
+    await this.#d.view.transaction(ops);
+  }
+
+  #armIfSoon(entry: LeaseEntry): void {
+    if (this.#stopped || entry.irrevocable) return;
+    const due = this.#dueAt(entry);
+    if (due > this.#d.clock.now() + HORIZON_MS && due >= this.#loadedUntil) return;
+    this.#timers.get(entry.id)?.();
+    this.#timers.set(entry.id, this.#d.clock.setTimer(due - this.#d.clock.now(), () => void this.#expire(entry.id)));
+  }
+
+  /** Arms timers for every index bucket up to now + horizon that has not been loaded yet. */
+  async #scan(): Promise<void> {
+    const limit = bucketName(this.#d.clock.now() + HORIZON_MS);
+    for (const folder of await this.#d.view.list('time/')) {
+      const bucket = folder.slice(0, -1);
+      if (bucket > limit) break;
+      for (const key of await this.#d.view.list(`time/${folder}`)) {
+        const id = (await this.#d.view.get(`time/${folder}${key}`))?.toString();
+        if (!id || this.#timers.has(id)) continue;
+        const entry = await this.get(id);
+        if (entry) this.#armIfSoon(entry);
+      }
+    }
+    this.#loadedUntil = (Number(limit) + 1) * BUCKET_MS;
+  }
+
+  #view(entry: LeaseEntry, increment: number): LeaseView {
+    return { id: entry.id, issueTime: entry.issueTime, expireTime: entry.expireTime, internal: entry.internal, increment };
+  }
+}
+
+export function minPositive(...values: number[]): number {
+  const positive = values.filter((v) => v > 0);
+  return positive.length ? Math.min(...positive) : 0;
+}
+
+function errorText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

@@ -1,0 +1,114 @@
+import { Acl, DEFAULT_POLICY_HCL, parseAclPolicy, type AclPolicy } from './policy/acl.ts';
+import { DEFAULT_PASSWORD_POLICY, generatePassword, parsePasswordPolicy } from './policy/password-policy.ts';
+import { BadRequestError, NotFoundError } from './errors.ts';
+import type { StorageView } from './storage/view.ts';
+
+export const normalizePolicyName = (name: string): string => name.trim().toLowerCase();
+
+/**
+ * ACL and password policies. Parsed ACL policies are cached by name (every request needs them); the cache
+ * is dropped on any write so a policy change applies to the next request.
+ */
+export class PolicyStore {
+  readonly #acl: StorageView;
+  readonly #passwords: StorageView;
+  readonly #parsed = new Map<string, AclPolicy | null>();
+  readonly #acls = new Map<string, Acl>();
+
+  constructor(acl: StorageView, passwords: StorageView) {
+    this.#acl = acl;
+    this.#passwords = passwords;
+  }
+
+  async ensureDefault(): Promise<void> {
+    if (!(await this.#acl.get('default'))) await this.#acl.putJson('default', { name: 'default', policy: DEFAULT_POLICY_HCL });
+  }
+
+  async listAcl(): Promise<string[]> {
+    return [...(await this.#acl.list()), 'root'].sort();
+  }
+
+  async readAcl(name: string): Promise<{ name: string; policy: string } | undefined> {
+    return this.#acl.getJson(normalizePolicyName(name));
+  }
+
+  async writeAcl(rawName: string, text: string): Promise<void> {
+    const name = normalizePolicyName(rawName);
+    if (name === 'root' || name === 'response-wrapping') throw new BadRequestError(`cannot update "${name}" policy`);
+    parseAclPolicy(name, text);
+    await this.#acl.putJson(name, { name, policy: text });
+    this.#invalidate();
+  }
+
+  async deleteAcl(rawName: string): Promise<void> {
+    const name = normalizePolicyName(rawName);
+    if (name === 'default') throw new BadRequestError('cannot delete default policy');
+    if (name === 'root' || name === 'response-wrapping') throw new BadRequestError(`cannot delete "${name}" policy`);
+    await this.#acl.delete(name);
+    this.#invalidate();
+  }
+
+  async exists(name: string): Promise<boolean> {
+    return name === 'root' || (await this.#acl.get(normalizePolicyName(name))) !== undefined;
+  }
+
+  /** The merged ACL for a token's policy set; names that no longer exist simply grant nothing. */
+  async aclFor(policies: string[]): Promise<Acl> {
+    if (policies.includes('root')) return Acl.root();
+    const key = [...policies].sort().join('\n');
+    const cached = this.#acls.get(key);
+    if (cached) return cached;
+    const parsed: AclPolicy[] = [];
+    for (const name of policies) {
+      const policy = await this.#parsedPolicy(name);
+      if (policy) parsed.push(policy);
+    }
+    const acl = new Acl(parsed);
+    this.#acls.set(key, acl);
+    return acl;
+  }
+
+  async #parsedPolicy(name: string): Promise<AclPolicy | null> {
+    if (this.#parsed.has(name)) return this.#parsed.get(name)!;
+    const stored = await this.readAcl(name);
+    const policy = stored ? parseAclPolicy(name, stored.policy) : null;
+    this.#parsed.set(name, policy);
+    return policy;
+  }
+
+  #invalidate(): void {
+    this.#parsed.clear();
+    this.#acls.clear();
+  }
+
+  async listPassword(): Promise<string[]> {
+    return this.#passwords.list();
+  }
+
+  async readPassword(name: string): Promise<string | undefined> {
+    return (await this.#passwords.getJson<{ policy: string }>(name))?.policy;
+  }
+
+  async writePassword(name: string, text: string): Promise<void> {
+    parsePasswordPolicy(text);
+    await this.#passwords.putJson(name, { policy: text });
+  }
+
+  async deletePassword(name: string): Promise<void> {
+    await this.#passwords.delete(name);
+  }
+
+  /** Engines' password source: the named policy, or the server default (64 of A–Z a–z 0–9). */
+  async generate(policyName?: string): Promise<string> {
+    if (!policyName) return generatePassword(DEFAULT_PASSWORD_POLICY);
+    const text = await this.readPassword(policyName);
+    if (text === undefined) throw new BadRequestError(`password policy "${policyName}" does not exist`);
+    return generatePassword(parsePasswordPolicy(text));
+  }
+
+  async generateOrNotFound(name: string): Promise<string> {
+    const text = await this.readPassword(name);
+    if (text === undefined) throw new NotFoundError('policy does not exist');
+    return generatePassword(parsePasswordPolicy(text));
+  }
+}

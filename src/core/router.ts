@@ -1,0 +1,43 @@
+import type { Backend, PathDefinition } from './framework.ts';
+
+export interface PathMatch {
+  def: PathDefinition;
+  params: Record<string, string>;
+}
+
+/** Compiled path table of one backend; patterns are tried in the backend's declared order. */
+export class PathTable {
+  readonly #entries: Array<{ re: RegExp; def: PathDefinition }>;
+
+  constructor(backend: Backend) {
+    this.#entries = backend.paths.map((def) => ({ re: new RegExp(`^(?:${def.pattern})$`), def }));
+  }
+
+  match(path: string): PathMatch | undefined {
+    for (const { re, def } of this.#entries) {
+      const m = re.exec(path);
+      if (m) return { def, params: Object.fromEntries(Object.entries(m.groups ?? {}).filter(([, v]) => v !== undefined)) };
+    }
+    return undefined;
+  }
+}
+
+/**
+ * Requests whose path could escape its meaning are refused before anything else: `.`/`..` segments
+ * (also when percent-encoded, since the path arrives decoded), NUL and other control characters.
+ */
+export function pathProblem(path: string): string | undefined {
+  if (/[\u0000-\u001f\u007f]/.test(path)) return 'the request path contains control characters';
+  if (path.split('/').some((seg) => seg === '.' || seg === '..')) return 'the request path must not contain "." or ".." segments';
+  return undefined;
+}
+
+/** sys paths that need `sudo` on top of their capability (Vault's root-protected list). */
+const ROOT_PROTECTED: RegExp[] = [
+  /^sys\/auth\/.+/, /^sys\/remount$/, /^sys\/rotate$/, /^sys\/seal$/, /^sys\/raw(\/.*)?$/,
+  /^sys\/leases\/revoke-prefix\/.*/, /^sys\/leases\/revoke-force\/.*/, /^sys\/leases\/lookup\/.*/,
+  /^sys\/revoke-prefix\/.*/, /^sys\/revoke-force\/.*/,
+  /^auth\/token\/revoke-orphan(\/.*)?$/, /^auth\/token\/accessors\/?$/,
+];
+
+export const isRootProtected = (path: string): boolean => ROOT_PROTECTED.some((re) => re.test(path));

@@ -1,0 +1,134 @@
+import { DatabaseSync, type StatementSync } from 'node:sqlite';
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { sameBytes } from './memory.ts';
+import { directChildren, type Storage, type StorageCondition, type StorageOp } from './types.ts';
+
+interface Pending {
+  ops: StorageOp[];
+  conditions: StorageCondition[];
+  resolve: (applied: boolean) => void;
+  reject: (err: unknown) => void;
+}
+
+/**
+ * The embedded default. node:sqlite is synchronous and every commit fsyncs (synchronous=FULL), so writes
+ * that arrive in the same tick are grouped into one transaction: durability without one fsync per write.
+ * Reads see queued writes through an overlay so a caller always reads what it just wrote.
+ */
+export class SqliteStorage implements Storage {
+  readonly #db: DatabaseSync;
+  readonly #getStmt: StatementSync;
+  readonly #putStmt: StatementSync;
+  readonly #delStmt: StatementSync;
+  readonly #rangeStmt: StatementSync;
+  #queue: Pending[] = [];
+  #overlay = new Map<string, Buffer | null>();
+  #scheduled = false;
+
+  constructor(path: string) {
+    if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+    this.#db = new DatabaseSync(path);
+    this.#db.exec('PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA busy_timeout=5000;');
+    this.#db.exec('CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID');
+    this.#getStmt = this.#db.prepare('SELECT value FROM kv WHERE key = ?');
+    this.#putStmt = this.#db.prepare('INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value');
+    this.#delStmt = this.#db.prepare('DELETE FROM kv WHERE key = ?');
+    this.#rangeStmt = this.#db.prepare('SELECT key FROM kv WHERE key >= ? AND key < ? ORDER BY key LIMIT 1000');
+  }
+
+  async get(key: string): Promise<Buffer | undefined> {
+    const pending = this.#overlay.get(key);
+    if (pending !== undefined) return pending === null ? undefined : pending;
+    return this.#readCommitted(key);
+  }
+
+  put(key: string, value: Buffer): Promise<void> {
+    return this.#enqueue([{ type: 'put', key, value: Buffer.from(value) }], []).then(() => undefined);
+  }
+
+  delete(key: string): Promise<void> {
+    return this.#enqueue([{ type: 'delete', key }], []).then(() => undefined);
+  }
+
+  transaction(ops: StorageOp[], conditions: StorageCondition[] = []): Promise<boolean> {
+    const done = this.#enqueue(ops, conditions);
+    // A guarded write is decided now, so a read straight after it sees the outcome.
+    if (conditions.length > 0) this.#flush();
+    return done;
+  }
+
+  async list(prefix: string): Promise<string[]> {
+    this.#flush();
+    const end = prefix + '\uffff';
+    const keys: string[] = [];
+    let from = prefix;
+    // Skip-scan: once a folder is seen, jump past everything inside it instead of reading each key.
+    for (;;) {
+      const rows = this.#rangeStmt.all(from, end) as Array<{ key: string }>;
+      if (rows.length === 0) break;
+      let jumped = false;
+      for (const { key } of rows) {
+        keys.push(key);
+        const slash = key.indexOf('/', prefix.length);
+        if (slash !== -1) {
+          from = key.slice(0, slash + 1) + '\uffff';
+          jumped = true;
+          break;
+        }
+        from = key + '\u0000';
+      }
+      if (!jumped && rows.length < 1000) break;
+    }
+    return directChildren(prefix, keys);
+  }
+
+  async close(): Promise<void> {
+    this.#flush();
+    this.#db.close();
+  }
+
+  #readCommitted(key: string): Buffer | undefined {
+    const row = this.#getStmt.get(key) as { value: Uint8Array } | undefined;
+    return row ? Buffer.from(row.value) : undefined;
+  }
+
+  #enqueue(ops: StorageOp[], conditions: StorageCondition[]): Promise<boolean> {
+    return new Promise((resolve, reject) => {
+      this.#queue.push({ ops, conditions, resolve, reject });
+      if (conditions.length === 0) for (const op of ops) this.#overlay.set(op.key, op.type === 'put' ? op.value : null);
+      if (!this.#scheduled) {
+        this.#scheduled = true;
+        setImmediate(() => this.#flush());
+      }
+    });
+  }
+
+  #flush(): void {
+    this.#scheduled = false;
+    const batch = this.#queue;
+    if (batch.length === 0) return;
+    this.#queue = [];
+    const outcomes: boolean[] = [];
+    try {
+      this.#db.exec('BEGIN IMMEDIATE');
+      for (const p of batch) {
+        const ok = p.conditions.every((c) => sameBytes(this.#readCommitted(c.key), c.expected));
+        outcomes.push(ok);
+        if (!ok) continue;
+        for (const op of p.ops) {
+          if (op.type === 'put') this.#putStmt.run(op.key, op.value);
+          else this.#delStmt.run(op.key);
+        }
+      }
+      this.#db.exec('COMMIT');
+    } catch (err) {
+      try { this.#db.exec('ROLLBACK'); } catch { /* the failed BEGIN left nothing to roll back */ }
+      this.#overlay.clear();
+      for (const p of batch) p.reject(err);
+      return;
+    }
+    this.#overlay.clear();
+    batch.forEach((p, i) => p.resolve(outcomes[i]));
+  }
+}

@@ -1,0 +1,37 @@
+/** A change applied by Storage.transaction; all of a transaction's operations land together or not at all. */
+export type StorageOp = { type: 'put'; key: string; value: Buffer } | { type: 'delete'; key: string };
+
+/** A compare-and-set guard: the transaction applies only if `key` currently holds `expected` (undefined = absent). */
+export interface StorageCondition {
+  key: string;
+  expected: Buffer | undefined;
+}
+
+/**
+ * The physical store. Keys are `/`-separated paths stored in the clear (they never hold secrets: tokens
+ * appear only as salted hashes); values are opaque bytes (ciphertext once behind the barrier).
+ */
+export interface Storage {
+  get(key: string): Promise<Buffer | undefined>;
+  put(key: string, value: Buffer): Promise<void>;
+  delete(key: string): Promise<void>;
+  /** Direct children of `prefix`: leaf names, and folder names with a trailing `/`, sorted. */
+  list(prefix: string): Promise<string[]>;
+  /** Returns false (and changes nothing) when a condition does not hold. */
+  transaction(ops: StorageOp[], conditions?: StorageCondition[]): Promise<boolean>;
+  close(): Promise<void>;
+}
+
+/** Folds keys under `prefix` into direct children, preserving order and dropping repeats. */
+export function directChildren(prefix: string, keys: Iterable<string>): string[] {
+  const out: string[] = [];
+  let last = '';
+  for (const key of keys) {
+    const rest = key.slice(prefix.length);
+    const slash = rest.indexOf('/');
+    const child = slash === -1 ? rest : rest.slice(0, slash + 1);
+    if (child !== last) out.push(child);
+    last = child;
+  }
+  return out;
+}

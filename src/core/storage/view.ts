@@ -1,0 +1,65 @@
+import type { Storage, StorageCondition, StorageOp } from './types.ts';
+
+/**
+ * A storage window under a fixed prefix, with JSON helpers. Each mount gets its own view so two mounts of
+ * the same engine can never see each other's data.
+ */
+export class StorageView {
+  readonly #inner: Storage;
+  readonly prefix: string;
+
+  constructor(inner: Storage, prefix: string) {
+    this.#inner = inner;
+    this.prefix = prefix;
+  }
+
+  sub(prefix: string): StorageView {
+    return new StorageView(this.#inner, this.prefix + prefix);
+  }
+
+  get(key: string): Promise<Buffer | undefined> {
+    return this.#inner.get(this.prefix + key);
+  }
+  put(key: string, value: Buffer): Promise<void> {
+    return this.#inner.put(this.prefix + key, value);
+  }
+  delete(key: string): Promise<void> {
+    return this.#inner.delete(this.prefix + key);
+  }
+  list(prefix = ''): Promise<string[]> {
+    return this.#inner.list(this.prefix + prefix);
+  }
+  transaction(ops: StorageOp[], conditions: StorageCondition[] = []): Promise<boolean> {
+    return this.#inner.transaction(
+      ops.map((op) => ({ ...op, key: this.prefix + op.key })),
+      conditions.map((c) => ({ ...c, key: this.prefix + c.key })),
+    );
+  }
+
+  async getJson<T>(key: string, parse?: (raw: unknown) => T): Promise<T | undefined> {
+    const raw = await this.get(key);
+    if (raw === undefined) return undefined;
+    const value: unknown = JSON.parse(raw.toString('utf8'));
+    return parse ? parse(value) : (value as T);
+  }
+  putJson(key: string, value: unknown): Promise<void> {
+    return this.put(key, Buffer.from(JSON.stringify(value)));
+  }
+
+  /** Every key below `prefix`, depth-first (folders expanded). */
+  async listRecursive(prefix = ''): Promise<string[]> {
+    const out: string[] = [];
+    for (const child of await this.list(prefix)) {
+      if (child.endsWith('/')) out.push(...(await this.listRecursive(prefix + child)));
+      else out.push(prefix + child);
+    }
+    return out;
+  }
+
+  /** Deletes everything below this view (used when a mount is disabled). */
+  async clear(): Promise<void> {
+    for (const key of await this.listRecursive()) await this.delete(key);
+  }
+}
+
+export const jsonBytes = (value: unknown): Buffer => Buffer.from(JSON.stringify(value));

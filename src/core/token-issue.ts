@@ -1,0 +1,46 @@
+import type { Core } from './core.ts';
+import { tokenLeaseId } from './core.ts';
+import type { NewToken, TokenEntry } from './tokens.ts';
+
+export interface IssuedToken {
+  token: string;
+  entry: TokenEntry;
+  /** The envelope's `auth` block. */
+  auth: Record<string, unknown>;
+}
+
+type Spec = Partial<NewToken> & Pick<NewToken, 'policies' | 'path' | 'displayName' | 'ttl' | 'parent' | 'renewable'> & { id?: string };
+
+/** Creates a token and its expiry lease (tokens with ttl 0 never expire and get none). */
+export async function issueToken(core: Core, spec: Spec): Promise<IssuedToken> {
+  const { token, entry } = await core.tokens.create({
+    meta: {}, numUses: 0, explicitMaxTtl: 0, period: 0, entityId: '', boundCidrs: [], mountAccessor: '', internal: {}, ...spec,
+  });
+  if (entry.ttl > 0) {
+    const now = entry.creationTime;
+    await core.leases.register({
+      id: tokenLeaseId(entry), kind: 'token', mountPath: 'auth/token/', secretType: '', internal: {},
+      issueTime: now, expireTime: now + entry.ttl * 1000, ttl: entry.ttl, maxTtl: entry.explicitMaxTtl, renewable: entry.renewable,
+      tokenSalted: entry.salted,
+    });
+  }
+  return { token, entry, auth: authBlock(token, entry) };
+}
+
+export function authBlock(token: string, entry: TokenEntry): Record<string, unknown> {
+  const tokenPolicies = entry.policies;
+  return {
+    client_token: token,
+    accessor: entry.accessor,
+    policies: tokenPolicies,
+    token_policies: tokenPolicies,
+    metadata: Object.keys(entry.meta).length ? entry.meta : null,
+    lease_duration: entry.ttl,
+    renewable: entry.renewable,
+    entity_id: entry.entityId,
+    token_type: 'service',
+    orphan: entry.parent === '',
+    mfa_requirement: null,
+    num_uses: entry.numUses,
+  };
+}

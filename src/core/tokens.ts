@@ -1,0 +1,127 @@
+import { createHmac, randomUUID } from 'node:crypto';
+import { z } from 'zod';
+import { randomBase62 } from './ids.ts';
+import type { StorageView } from './storage/view.ts';
+import type { Clock } from './clock.ts';
+
+/**
+ * Service tokens. The raw token is returned once and never stored: every key and reference uses
+ * `h` + HMAC-SHA256(salt, token), so reading the database yields nothing usable.
+ */
+export const tokenEntrySchema = z.object({
+  salted: z.string(),
+  accessor: z.string(),
+  parent: z.string().default(''),
+  policies: z.array(z.string()),
+  path: z.string(),
+  meta: z.record(z.string(), z.string()).default({}),
+  displayName: z.string(),
+  numUses: z.number().default(0),
+  creationTime: z.number(),
+  lastRenewal: z.number().default(0),
+  ttl: z.number(),
+  explicitMaxTtl: z.number().default(0),
+  period: z.number().default(0),
+  renewable: z.boolean(),
+  entityId: z.string().default(''),
+  boundCidrs: z.array(z.string()).default([]),
+  mountAccessor: z.string().default(''),
+  internal: z.record(z.string(), z.unknown()).default({}),
+});
+export type TokenEntry = z.infer<typeof tokenEntrySchema>;
+
+export type NewToken = Omit<TokenEntry, 'salted' | 'accessor' | 'creationTime' | 'lastRenewal'> & { id?: string };
+
+export class TokenStore {
+  readonly #view: StorageView;
+  readonly #clock: Clock;
+  #salt = '';
+
+  constructor(view: StorageView, clock: Clock) {
+    this.#view = view;
+    this.#clock = clock;
+  }
+
+  async load(): Promise<void> {
+    const salt = await this.#view.get('salt');
+    if (salt) this.#salt = salt.toString();
+    else {
+      this.#salt = randomUUID();
+      await this.#view.put('salt', Buffer.from(this.#salt));
+    }
+  }
+
+  salt(token: string): string {
+    return `h${createHmac('sha256', this.#salt).update(token).digest('hex')}`;
+  }
+
+  async create(spec: NewToken): Promise<{ token: string; entry: TokenEntry }> {
+    const token = spec.id ?? `hvs.${randomBase62(24)}`;
+    const { id: _ignored, ...rest } = spec;
+    const entry: TokenEntry = { ...rest, salted: this.salt(token), accessor: randomBase62(24), creationTime: this.#clock.now(), lastRenewal: 0 };
+    const ops: Array<{ type: 'put'; key: string; value: Buffer }> = [
+      { type: 'put', key: `id/${entry.salted}`, value: Buffer.from(JSON.stringify(entry)) },
+      { type: 'put', key: `accessor/${this.salt(entry.accessor)}`, value: Buffer.from(entry.salted) },
+    ];
+    if (entry.parent) ops.push({ type: 'put', key: `parent/${entry.parent}/${entry.salted}`, value: Buffer.alloc(0) });
+    await this.#view.transaction(ops);
+    return { token, entry };
+  }
+
+  async lookupSalted(salted: string): Promise<TokenEntry | undefined> {
+    return this.#view.getJson(`id/${salted}`, (raw) => tokenEntrySchema.parse(raw));
+  }
+
+  /** Returns the live entry for a presented token; expired or used-up tokens count as absent. */
+  async lookup(token: string): Promise<TokenEntry | undefined> {
+    const entry = await this.lookupSalted(this.salt(token));
+    if (!entry || entry.numUses < 0) return undefined;
+    if (this.expireTime(entry) !== 0 && this.expireTime(entry) <= this.#clock.now()) return undefined;
+    return entry;
+  }
+
+  async lookupAccessor(accessor: string): Promise<TokenEntry | undefined> {
+    const salted = await this.#view.get(`accessor/${this.salt(accessor)}`);
+    return salted ? this.lookupSalted(salted.toString()) : undefined;
+  }
+
+  /** 0 means the token never expires (root tokens). */
+  expireTime(entry: TokenEntry): number {
+    if (entry.ttl === 0) return 0;
+    return (entry.lastRenewal || entry.creationTime) + entry.ttl * 1000;
+  }
+
+  async save(entry: TokenEntry): Promise<void> {
+    await this.#view.putJson(`id/${entry.salted}`, entry);
+  }
+
+  async children(salted: string): Promise<string[]> {
+    return this.#view.list(`parent/${salted}/`);
+  }
+
+  /** Removes one token's records; the caller revokes children and leases first. */
+  async remove(entry: TokenEntry): Promise<void> {
+    const ops: Array<{ type: 'delete'; key: string }> = [
+      { type: 'delete', key: `id/${entry.salted}` },
+      { type: 'delete', key: `accessor/${this.salt(entry.accessor)}` },
+    ];
+    if (entry.parent) ops.push({ type: 'delete', key: `parent/${entry.parent}/${entry.salted}` });
+    await this.#view.transaction(ops);
+  }
+
+  /** Makes a child an orphan (revoke-orphan). */
+  async detach(parent: string, child: string): Promise<void> {
+    const entry = await this.lookupSalted(child);
+    await this.#view.delete(`parent/${parent}/${child}`);
+    if (entry) await this.save({ ...entry, parent: '' });
+  }
+
+  async accessors(): Promise<string[]> {
+    const out: string[] = [];
+    for (const key of await this.#view.list('id/')) {
+      const entry = await this.lookupSalted(key);
+      if (entry) out.push(entry.accessor);
+    }
+    return out;
+  }
+}

@@ -1,0 +1,11 @@
+import type { BackendRegistry } from './core/core.ts';
+
+/** Every engine and auth method type this build can mount. */
+export const backendTypes: BackendRegistry = { secret: {}, auth: {} };
+
+/** Mounted on first initialisation when their type is registered. */
+export const defaultMounts = [
+  { path: 'cloud/', type: 'cloud', description: 'Cloud (Azure) service principal credentials' },
+  { path: 'ldap/', type: 'ldap', description: 'LDAP static, dynamic and library credentials' },
+  { path: 'auth/cloud/', type: 'cloud', description: 'Cloud workload login with directory-signed JWTs' },
+];

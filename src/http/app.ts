@@ -1,0 +1,87 @@
+import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import type { Logger } from 'pino';
+import type { Core, CoreResponse } from '../core/core.ts';
+import { StrongroomError } from '../core/errors.ts';
+import { parseBody, parseQuery } from './body.ts';
+import { answerListFromRawPacket } from './list-method.ts';
+import { tokenFromHeaders } from './token-header.ts';
+
+export interface AppOptions {
+  logger: Logger;
+  maxRequestSize: number;
+  https?: { cert: Buffer; key: Buffer };
+}
+
+/**
+ * One catch-all `/v1/*` route feeds the core pipeline: mounts are enabled at run time and Fastify cannot add
+ * routes after start, so routing below `/v1/` belongs to the core. `build` is separate from `listen` so tests
+ * can use `inject`.
+ */
+export function buildApp(core: Core, opts: AppOptions): FastifyInstance {
+  const serverOptions: FastifyServerOptions = {
+    loggerInstance: opts.logger,
+    bodyLimit: opts.maxRequestSize,
+    disableRequestLogging: true,
+    clientErrorHandler(err, socket) {
+      if (answerListFromRawPacket(core, err as unknown as Parameters<typeof answerListFromRawPacket>[1], socket, opts.maxRequestSize)) return;
+      if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+      else socket.destroy(err);
+    },
+  };
+  const app = (opts.https ? Fastify({ ...serverOptions, https: opts.https } as FastifyServerOptions) : Fastify(serverOptions)) as unknown as FastifyInstance;
+
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', { parseAs: 'string' }, (_req, body, done) => {
+    try {
+      done(null, parseBody(body as string));
+    } catch (err) {
+      done(err as Error, undefined);
+    }
+  });
+
+  app.addHook('onSend', async (_req, reply, payload) => {
+    reply.header('cache-control', 'no-store');
+    return payload;
+  });
+
+  app.setErrorHandler((err: unknown, _req, reply) => {
+    const e = err as { statusCode?: number; code?: string; message?: string };
+    if (err instanceof StrongroomError) return reply.status(err.status).send({ errors: err.messages });
+    if (e.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return reply.status(413).send({ errors: [`request body exceeds the limit of ${opts.maxRequestSize} bytes`] });
+    if (e.statusCode && e.statusCode >= 400 && e.statusCode < 500) return reply.status(e.statusCode).send({ errors: [e.message ?? 'bad request'] });
+    opts.logger.error({ err }, 'unhandled error');
+    return reply.status(500).send({ errors: ['internal error'] });
+  });
+
+  app.setNotFoundHandler((_req, reply) => reply.status(404).send({ errors: [] }));
+
+  app.route({
+    method: ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH'],
+    url: '/v1/*',
+    handler: async (req, reply) => {
+      const url = new URL(req.url, 'http://local');
+      let path: string;
+      try {
+        path = decodeURIComponent(url.pathname.slice('/v1/'.length));
+      } catch {
+        return reply.status(400).send({ errors: ['the request path is not valid percent-encoding'] });
+      }
+      const res = await core.handle({
+        method: req.method,
+        path,
+        query: parseQuery(url.search),
+        body: req.body as Record<string, unknown> | undefined,
+        token: tokenFromHeaders(req.headers),
+        remoteAddress: req.ip,
+      });
+      return sendCoreResponse(reply, res);
+    },
+  });
+  return app;
+}
+
+function sendCoreResponse(reply: import('fastify').FastifyReply, res: CoreResponse) {
+  reply.status(res.status);
+  for (const [k, v] of Object.entries(res.headers)) reply.header(k, v);
+  return reply.send(res.body ?? null);
+}

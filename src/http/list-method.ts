@@ -1,0 +1,49 @@
+import type { Socket } from 'node:net';
+import { STATUS_CODES } from 'node:http';
+import type { Core, CoreResponse } from '../core/core.ts';
+import { parseQuery } from './body.ts';
+import { tokenFromHeaders } from './token-header.ts';
+
+/**
+ * Node's HTTP parser (llhttp) rejects the `LIST` method with HPE_INVALID_METHOD before any framework sees the
+ * request, yet every Vault client sends it. The rejected bytes arrive on `clientError` as `rawPacket`: parse the
+ * request line and headers, run them through the same pipeline as a list, and answer on the socket, closing it.
+ */
+export function answerListFromRawPacket(core: Core, err: NodeJS.ErrnoException & { rawPacket?: Buffer }, socket: Socket, maxBytes: number): boolean {
+  if (err.code !== 'HPE_INVALID_METHOD' || !err.rawPacket) return false;
+  const raw = err.rawPacket.subarray(0, maxBytes).toString('latin1');
+  const head = raw.split('\r\n\r\n', 1)[0];
+  const [requestLine, ...headerLines] = head.split('\r\n');
+  const m = /^LIST (\S+) HTTP\/1\.[01]$/.exec(requestLine ?? '');
+  if (!m) return false;
+  const headers: Record<string, string> = {};
+  for (const line of headerLines) {
+    const colon = line.indexOf(':');
+    if (colon > 0) headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
+  }
+  const url = new URL(m[1], 'http://local');
+  const send = (res: CoreResponse) => writeRaw(socket, res);
+  if (!url.pathname.startsWith('/v1/')) {
+    send({ status: 404, headers: { 'content-type': 'application/json' }, body: '{"errors":[]}' });
+    return true;
+  }
+  let path: string;
+  try {
+    path = decodeURIComponent(url.pathname.slice('/v1/'.length));
+  } catch {
+    send({ status: 400, headers: { 'content-type': 'application/json' }, body: '{"errors":["the request path is not valid percent-encoding"]}' });
+    return true;
+  }
+  void core
+    .handle({ method: 'LIST', path, query: parseQuery(url.search), body: undefined, token: tokenFromHeaders(headers), remoteAddress: socket.remoteAddress ?? '' })
+    .then(send, () => send({ status: 500, headers: { 'content-type': 'application/json' }, body: '{"errors":["internal error"]}' }));
+  return true;
+}
+
+function writeRaw(socket: Socket, res: CoreResponse): void {
+  if (socket.destroyed) return;
+  const body = res.body === undefined ? Buffer.alloc(0) : Buffer.from(res.body);
+  const headers = { ...res.headers, 'cache-control': 'no-store', 'content-length': String(body.length), connection: 'close' };
+  const lines = [`HTTP/1.1 ${res.status} ${STATUS_CODES[res.status] ?? ''}`, ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`)];
+  socket.end(Buffer.concat([Buffer.from(`${lines.join('\r\n')}\r\n\r\n`, 'latin1'), body]));
+}

@@ -1,0 +1,101 @@
+import { randomBytes } from 'node:crypto';
+import { chmodSync, existsSync, readFileSync, writeFileSync, mkdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import { systemBackend } from './builtin/sys/index.ts';
+import { tokenBackend } from './builtin/token/index.ts';
+import { systemClock, type Clock } from './core/clock.ts';
+import { Core, type BackendRegistry } from './core/core.ts';
+import { MemoryStorage } from './core/storage/memory.ts';
+import { SqliteStorage } from './core/storage/sqlite.ts';
+import type { Storage } from './core/storage/types.ts';
+import { backendTypes, defaultMounts } from './engines.ts';
+import { buildApp } from './http/app.ts';
+import { readTls, storageUrl, type Settings } from './settings.ts';
+
+export interface Server {
+  core: Core;
+  app: FastifyInstance;
+  rootToken?: string;
+  close(): Promise<void>;
+}
+
+export interface ServerOverrides {
+  clock?: Clock;
+  storage?: Storage;
+  backends?: BackendRegistry;
+}
+
+export class StartupError extends Error {}
+
+export function openStorage(url: string): Storage {
+  if (url === 'memory') return new MemoryStorage();
+  if (url.startsWith('sqlite:')) return new SqliteStorage(url.slice('sqlite:'.length));
+  throw new StartupError(`storage "${url.split(':')[0]}" is not supported by this build yet (use "memory" or "sqlite:<path>")`);
+}
+
+/**
+ * The unseal key: from the environment or a file; otherwise generated once into a 0600 file beside the data
+ * (dev mode on memory storage keeps it in memory). Losing that file means losing the data.
+ */
+export function resolveUnsealKey(settings: Settings, logger: Logger): Buffer {
+  const decode = (text: string, from: string) => {
+    const key = Buffer.from(text.trim(), 'base64');
+    if (key.length !== 32) throw new StartupError(`the unseal key from ${from} must be 32 bytes, base64-encoded`);
+    return key;
+  };
+  if (settings.STRONGROOM_UNSEAL_KEY) return decode(settings.STRONGROOM_UNSEAL_KEY, 'STRONGROOM_UNSEAL_KEY');
+  if (settings.STRONGROOM_UNSEAL_KEY_FILE) {
+    if (!existsSync(settings.STRONGROOM_UNSEAL_KEY_FILE)) throw new StartupError(`STRONGROOM_UNSEAL_KEY_FILE "${settings.STRONGROOM_UNSEAL_KEY_FILE}" does not exist`);
+    return decode(readFileSync(settings.STRONGROOM_UNSEAL_KEY_FILE, 'utf8'), 'STRONGROOM_UNSEAL_KEY_FILE');
+  }
+  const url = storageUrl(settings);
+  if (!url.startsWith('sqlite:')) return randomBytes(32);
+  const file = join(dirname(url.slice('sqlite:'.length)), 'unseal.key');
+  if (existsSync(file)) return decode(readFileSync(file, 'utf8'), file);
+  mkdirSync(dirname(file), { recursive: true });
+  const key = randomBytes(32);
+  writeFileSync(file, `${key.toString('base64')}\n`, { mode: 0o600 });
+  chmodSync(file, 0o600);
+  logger.warn({ file }, '!!! No unseal key was given: one was generated into this file. Back it up and keep it apart from the data; set STRONGROOM_UNSEAL_KEY_FILE in production. !!!');
+  return key;
+}
+
+/** The composition root: storage, core with built-ins and engines, HTTP app. */
+export async function createServer(settings: Settings, logger: Logger, overrides: ServerOverrides = {}): Promise<Server> {
+  const storage = overrides.storage ?? openStorage(storageUrl(settings));
+  const core = new Core({
+    storage,
+    clock: overrides.clock ?? systemClock,
+    logger,
+    defaultLeaseTtl: settings.STRONGROOM_DEFAULT_LEASE_TTL,
+    maxLeaseTtl: settings.STRONGROOM_MAX_LEASE_TTL,
+    revokeRetry: { baseDelayMs: settings.STRONGROOM_REVOKE_RETRY_BASE * 1000, maxAttempts: settings.STRONGROOM_REVOKE_MAX_ATTEMPTS },
+    backends: overrides.backends ?? backendTypes,
+    builtins: { system: systemBackend, token: tokenBackend },
+    defaultMounts,
+  });
+  let unsealKey: Buffer;
+  try {
+    unsealKey = resolveUnsealKey(settings, logger);
+  } catch (err) {
+    await storage.close();
+    throw err;
+  }
+  let rootToken: string | undefined;
+  try {
+    ({ rootToken } = await core.start(unsealKey, settings.STRONGROOM_DEV ? settings.STRONGROOM_DEV_ROOT_TOKEN : undefined));
+  } catch (err) {
+    await storage.close();
+    throw err;
+  }
+  const app = buildApp(core, { logger, maxRequestSize: settings.STRONGROOM_MAX_REQUEST_SIZE, https: readTls(settings) });
+  return {
+    core, app, rootToken,
+    async close() {
+      await app.close();
+      await core.stop();
+    },
+  };
+}

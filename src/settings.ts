@@ -1,0 +1,65 @@
+import { readFileSync } from 'node:fs';
+import { z } from 'zod';
+import { parseDurationSecond } from './core/durations.ts';
+
+/**
+ * Every server knob, from environment variables or matching flags (`--max-request-size 1048576` sets
+ * STRONGROOM_MAX_REQUEST_SIZE). `.env.example` documents each one.
+ */
+const duration = (name: string) => z.string().transform((v, ctx) => {
+  try {
+    return parseDurationSecond(v);
+  } catch (err) {
+    ctx.addIssue({ code: 'custom', message: `${name}: ${(err as Error).message}` });
+    return z.NEVER;
+  }
+});
+const bool = z.string().transform((v) => ['1', 'true', 'yes', 'on'].includes(v.toLowerCase()));
+
+export const settingsSchema = z.object({
+  STRONGROOM_ADDR: z.string().regex(/^(\[[0-9a-fA-F:]+\]|[^:]+):\d{1,5}$/, 'expected host:port').default('127.0.0.1:8200'),
+  STRONGROOM_API_ADDR: z.string().optional(),
+  STRONGROOM_STORAGE: z.string().regex(/^(memory|sqlite:.+|postgres(ql)?:\/\/.+)$/, 'expected "memory", "sqlite:<path>" or "postgres://..."').optional(),
+  STRONGROOM_UNSEAL_KEY: z.string().optional(),
+  STRONGROOM_UNSEAL_KEY_FILE: z.string().optional(),
+  STRONGROOM_DEV: bool.default(false),
+  STRONGROOM_DEV_ROOT_TOKEN: z.string().optional(),
+  STRONGROOM_TLS_CERT_FILE: z.string().optional(),
+  STRONGROOM_TLS_KEY_FILE: z.string().optional(),
+  STRONGROOM_LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  STRONGROOM_MAX_REQUEST_SIZE: z.coerce.number().int().positive().default(32 * 1024 * 1024),
+  STRONGROOM_DEFAULT_LEASE_TTL: duration('STRONGROOM_DEFAULT_LEASE_TTL').default(768 * 3600),
+  STRONGROOM_MAX_LEASE_TTL: duration('STRONGROOM_MAX_LEASE_TTL').default(768 * 3600),
+  STRONGROOM_REVOKE_RETRY_BASE: duration('STRONGROOM_REVOKE_RETRY_BASE').default(10),
+  STRONGROOM_REVOKE_MAX_ATTEMPTS: z.coerce.number().int().positive().default(6),
+}).refine((s) => s.STRONGROOM_DEFAULT_LEASE_TTL <= s.STRONGROOM_MAX_LEASE_TTL, { message: 'STRONGROOM_DEFAULT_LEASE_TTL must not exceed STRONGROOM_MAX_LEASE_TTL' })
+  .refine((s) => !s.STRONGROOM_TLS_CERT_FILE === !s.STRONGROOM_TLS_KEY_FILE, { message: 'STRONGROOM_TLS_CERT_FILE and STRONGROOM_TLS_KEY_FILE go together' });
+
+export type Settings = z.infer<typeof settingsSchema>;
+
+/** Flags win over the environment; `--dev` alone means true. */
+export function loadSettings(env: NodeJS.ProcessEnv, argv: string[]): Settings {
+  const merged: Record<string, string | undefined> = {};
+  for (const [k, v] of Object.entries(env)) if (k.startsWith('STRONGROOM_') && v !== '') merged[k] = v;
+  for (let i = 0; i < argv.length; i++) {
+    const m = /^--([a-z0-9-]+)(?:=(.*))?$/.exec(argv[i]);
+    if (!m) throw new SettingsError(`unexpected argument "${argv[i]}" (flags look like --storage=memory)`);
+    const name = `STRONGROOM_${m[1].toUpperCase().replace(/-/g, '_')}`;
+    if (!(name in settingsSchema.shape)) throw new SettingsError(`unknown flag --${m[1]}`);
+    merged[name] = m[2] ?? (argv[i + 1] && !argv[i + 1].startsWith('--') ? argv[++i] : 'true');
+  }
+  const parsed = settingsSchema.safeParse(merged);
+  if (!parsed.success) throw new SettingsError(parsed.error.issues.map((i) => `${i.path.join('.') || 'settings'}: ${i.message}`).join('; '));
+  return parsed.data;
+}
+
+export class SettingsError extends Error {}
+
+export function storageUrl(s: Settings): string {
+  return s.STRONGROOM_STORAGE ?? (s.STRONGROOM_DEV ? 'memory' : 'sqlite:./data/strongroom.db');
+}
+
+export function readTls(s: Settings): { cert: Buffer; key: Buffer } | undefined {
+  if (!s.STRONGROOM_TLS_CERT_FILE || !s.STRONGROOM_TLS_KEY_FILE) return undefined;
+  return { cert: readFileSync(s.STRONGROOM_TLS_CERT_FILE), key: readFileSync(s.STRONGROOM_TLS_KEY_FILE) };
+}
