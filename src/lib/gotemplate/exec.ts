@@ -1,0 +1,349 @@
+// Executes a parse tree with Go's text/template evaluation rules (see values.ts for how JS values map
+// onto Go's). Errors carry Go's "template: NAME:LINE:COL: executing "NAME" at <NODE>: ..." shape.
+
+import { arityOf, builtins, type FuncMap, type TemplateFunc } from './builtins.ts';
+import { EvalError, TemplateExecError } from './errors.ts';
+import { sprint } from './fmt.ts';
+import { commandString, operandString, type Command, type ControlNode, type Node, type Operand, type Pipe } from './nodes.ts';
+import { hasMember, kindOf, sortedEntries, truth, typeName } from './values.ts';
+
+export interface ActionContext {
+  /** Source of the action, e.g. `.Username | truncate 20`: names the value without revealing it. */
+  action: string;
+  /** Output already written on the current line, i.e. where the printed text will land. */
+  lineBefore: string;
+}
+
+export interface ExecuteOptions {
+  /**
+   * Sees the text of every `{{pipeline}}` that prints, before it joins the output, and returns what
+   * to write instead (or throws to abort the execution with that error, unchanged). Literal template
+   * text never passes through it. This is how a caller confines data to its place in the output.
+   */
+  filterAction?: (printed: string, context: ActionContext) => string;
+}
+
+/** Thrown through the walk to unwind {{break}} and {{continue}} to their {{range}}. */
+class LoopControl {
+  kind: 'break' | 'continue';
+  constructor(kind: 'break' | 'continue') {
+    this.kind = kind;
+  }
+}
+
+interface Variable {
+  name: string;
+  value: unknown;
+}
+
+export function execute(root: Node[], text: string, name: string, funcs: FuncMap, data: unknown, options: ExecuteOptions): string {
+  const state = new State(text, name, funcs, options, data ?? undefined);
+  state.walkList(data ?? undefined, root);
+  return state.out;
+}
+
+class State {
+  out = '';
+  private vars: Variable[];
+  private readonly text: string;
+  private readonly name: string;
+  private readonly funcs: FuncMap;
+  private readonly options: ExecuteOptions;
+
+  constructor(text: string, name: string, funcs: FuncMap, options: ExecuteOptions, data: unknown) {
+    this.text = text;
+    this.name = name;
+    this.funcs = funcs;
+    this.options = options;
+    this.vars = [{ name: '$', value: data }];
+  }
+
+  private fail(node: { pos: number }, shown: string, message: string, cause?: unknown): never {
+    const before = this.text.slice(0, node.pos);
+    const line = before.split('\n').length;
+    const col = node.pos - (before.lastIndexOf('\n') + 1) + 1;
+    throw new TemplateExecError(`template: ${this.name}:${line}:${col}: executing "${this.name}" at <${shown}>: ${message}`, cause === undefined ? undefined : { cause });
+  }
+
+  private failAt(node: Operand, message: string, cause?: unknown): never {
+    this.fail(node, operandString(node), message, cause);
+  }
+
+  // --- statements ----------------------------------------------------------------------------
+
+  walkList(dot: unknown, list: Node[]): void {
+    for (const node of list) this.walk(dot, node);
+  }
+
+  private walk(dot: unknown, node: Node): void {
+    switch (node.kind) {
+      case 'text':
+        this.out += node.text;
+        return;
+      case 'action': {
+        // Variables declared by an action live until the enclosing {{end}}; declarations print nothing.
+        const value = this.evalPipeline(dot, node.pipe);
+        if (node.pipe.decl.length === 0) this.print(node.pipe, value);
+        return;
+      }
+      case 'if':
+      case 'with': {
+        const mark = this.vars.length;
+        const value = this.evalPipeline(dot, node.pipe);
+        if (truth(value)) this.walkList(node.kind === 'with' ? value : dot, node.list);
+        else if (node.elseList) this.walkList(dot, node.elseList);
+        this.vars.length = mark;
+        return;
+      }
+      case 'range':
+        this.walkRange(dot, node);
+        return;
+      case 'break':
+      case 'continue':
+        throw new LoopControl(node.kind);
+    }
+  }
+
+  private walkRange(dot: unknown, node: ControlNode): void {
+    const outer = this.vars.length;
+    const value = this.evalPipeline(dot, node.pipe);
+    const mark = this.vars.length;
+    const decl = node.pipe.decl;
+    const iterate = (key: unknown, elem: unknown): boolean => {
+      if (decl.length > 0) {
+        // With two variables the key comes first, with one the element.
+        if (node.pipe.isAssign) {
+          this.setVar(decl[0], decl.length > 1 ? key : elem);
+          if (decl.length > 1) this.setVar(decl[1], elem);
+        } else {
+          this.vars[mark - 1].value = elem;
+          if (decl.length > 1) this.vars[mark - 2].value = key;
+        }
+      }
+      try {
+        this.walkList(elem, node.list);
+      } catch (e) {
+        if (!(e instanceof LoopControl)) throw e;
+        if (e.kind === 'break') return false;
+      } finally {
+        this.vars.length = mark;
+      }
+      return true;
+    };
+
+    let ran = false;
+    switch (kindOf(value)) {
+      case 'array':
+        for (const [i, elem] of (value as unknown[]).entries()) {
+          ran = true;
+          if (!iterate(i, elem)) break;
+        }
+        break;
+      case 'map':
+        for (const [k, v] of sortedEntries(value as Map<unknown, unknown>)) {
+          ran = true;
+          if (!iterate(k, v)) break;
+        }
+        break;
+      case 'int': {
+        if (decl.length > 1) this.fail(node, `range ${operandString(node.pipe)}`, `can't use ${String(value)} to iterate over more than one variable`);
+        for (let i = 0; i < Number(value); i++) {
+          ran = true;
+          if (!iterate(i, i)) break;
+        }
+        break;
+      }
+      case 'invalid':
+      case 'nil':
+        break; // Go: a nil collection is empty, not an error.
+      default:
+        this.fail(node, `range ${operandString(node.pipe)}`, `range can't iterate over ${sprint([value])}`);
+    }
+    if (!ran && node.elseList) this.walkList(dot, node.elseList);
+    this.vars.length = outer;
+  }
+
+  private print(pipe: Pipe, value: unknown): void {
+    if (typeof value === 'function') this.failAt(pipe, `can't print ${operandString(pipe)} of type func`);
+    const printed = value === undefined || value === null ? '<no value>' : sprint([value]);
+    const filter = this.options.filterAction;
+    if (!filter) {
+      this.out += printed;
+      return;
+    }
+    const lineStart = this.out.lastIndexOf('\n') + 1;
+    this.out += filter(printed, { action: operandString(pipe), lineBefore: this.out.slice(lineStart) });
+  }
+
+  // --- variables -----------------------------------------------------------------------------
+
+  private setVar(name: string, value: unknown): void {
+    for (let i = this.vars.length - 1; i >= 0; i--) {
+      if (this.vars[i].name === name) {
+        this.vars[i].value = value;
+        return;
+      }
+    }
+    throw new EvalError(`undefined variable: ${name}`);
+  }
+
+  private varValue(node: Operand, name: string): unknown {
+    for (let i = this.vars.length - 1; i >= 0; i--) if (this.vars[i].name === name) return this.vars[i].value;
+    this.failAt(node, `undefined variable: ${name}`);
+  }
+
+  // --- expressions ---------------------------------------------------------------------------
+
+  private evalPipeline(dot: unknown, pipe: Pipe): unknown {
+    let value: unknown = MISSING;
+    for (const cmd of pipe.cmds) value = this.evalCommand(dot, cmd, value);
+    for (const name of pipe.decl) {
+      if (pipe.isAssign) {
+        try {
+          this.setVar(name, value);
+        } catch (e) {
+          this.failAt(pipe, (e as Error).message);
+        }
+      } else this.vars.push({ name, value });
+    }
+    return value;
+  }
+
+  /** `final` is the previous pipeline stage's value, passed as the last argument. */
+  private evalCommand(dot: unknown, cmd: Command, final: unknown): unknown {
+    const first = cmd.args[0];
+    switch (first.kind) {
+      case 'field':
+        return this.evalFieldChain(dot, dot, first, first.idents, cmd.args, final);
+      case 'chain': {
+        if (first.node.kind === 'nil') this.failAt(first, `indirection through explicit nil in ${operandString(first)}`);
+        const receiver = this.evalArg(dot, first.node);
+        return this.evalFieldChain(dot, receiver, first, first.fields, cmd.args, final);
+      }
+      case 'identifier':
+        return this.evalFunction(dot, first, cmd.args, final);
+      case 'variable': {
+        const value = this.varValue(first, first.idents[0]);
+        if (first.idents.length === 1) {
+          this.notAFunction(first, cmd.args, final);
+          return value;
+        }
+        return this.evalFieldChain(dot, value, first, first.idents.slice(1), cmd.args, final);
+      }
+      case 'pipe':
+        this.notAFunction(first, cmd.args, final);
+        return this.evalPipeline(dot, first);
+    }
+    this.notAFunction(first, cmd.args, final);
+    switch (first.kind) {
+      case 'bool':
+        return first.value;
+      case 'dot':
+        return dot;
+      case 'nil':
+        this.failAt(first, 'nil is not a command');
+      case 'number':
+        return first.isFloat && !first.isInt ? first.float : first.int;
+      case 'string':
+        return first.value;
+    }
+  }
+
+  private notAFunction(node: Operand, args: Operand[], final: unknown): void {
+    if (args.length > 1 || final !== MISSING) this.failAt(node, `can't give argument to non-function ${commandString({ pos: 0, args: [args[0]] })}`);
+  }
+
+  private evalArg(dot: unknown, node: Operand): unknown {
+    switch (node.kind) {
+      case 'dot':
+        return dot;
+      case 'nil':
+        return null;
+      case 'field':
+        return this.evalFieldChain(dot, dot, node, node.idents, [node], MISSING);
+      case 'variable': {
+        const value = this.varValue(node, node.idents[0]);
+        return node.idents.length === 1 ? value : this.evalFieldChain(dot, value, node, node.idents.slice(1), [node], MISSING);
+      }
+      case 'pipe':
+        return this.evalPipeline(dot, node);
+      case 'identifier':
+        return this.evalFunction(dot, node, [node], MISSING);
+      case 'chain':
+        return this.evalCommand(dot, { pos: node.pos, args: [node] }, MISSING);
+      case 'bool':
+        return node.value;
+      case 'number':
+        return node.isFloat && !node.isInt ? node.float : node.int;
+      case 'string':
+        return node.value;
+    }
+  }
+
+  private evalFieldChain(dot: unknown, receiver: unknown, node: Operand, idents: string[], args: Operand[], final: unknown): unknown {
+    let value = receiver;
+    for (const ident of idents.slice(0, -1)) value = this.evalField(dot, ident, node, [node], MISSING, value);
+    return this.evalField(dot, idents[idents.length - 1], node, args, final, value);
+  }
+
+  private evalField(dot: unknown, field: string, node: Operand, args: Operand[], final: unknown, receiver: unknown): unknown {
+    const hasArgs = args.length > 1 || final !== MISSING;
+    switch (kindOf(receiver)) {
+      case 'invalid':
+        return undefined; // Go: a field of "no value" (e.g. a missing map key) is no value too.
+      case 'nil':
+        this.failAt(node, `nil pointer evaluating interface {}.${field}`);
+      case 'map': {
+        if (hasArgs) this.failAt(node, `${field} is not a method but has arguments`);
+        return (receiver as Map<unknown, unknown>).get(field);
+      }
+      case 'struct': {
+        const obj = receiver as Record<string, unknown>;
+        if (!hasMember(obj, field)) break;
+        const member = obj[field];
+        if (typeof member === 'function') return this.evalCall(dot, member.bind(obj) as TemplateFunc, field, node, args, final);
+        if (hasArgs) this.failAt(node, `${field} has arguments but cannot be invoked as function`);
+        return member;
+      }
+    }
+    this.failAt(node, `can't evaluate field ${field} in type ${typeName(receiver)}`);
+  }
+
+  private evalFunction(dot: unknown, node: Extract<Operand, { kind: 'identifier' }>, args: Operand[], final: unknown): unknown {
+    const fn = this.funcs[node.name];
+    if (!fn) this.failAt(node, `"${node.name}" is not a defined function`);
+    return this.evalCall(dot, fn, node.name, node, args, final);
+  }
+
+  /** args[0] names the function; args[1..] are its arguments, then `final` if present. */
+  private evalCall(dot: unknown, fn: TemplateFunc, name: string, node: Operand, args: Operand[], final: unknown): unknown {
+    const argNodes = args.slice(1);
+    const count = argNodes.length + (final === MISSING ? 0 : 1);
+    const arity = arityOf(fn);
+    if (arity && (count < arity.min || count > arity.max)) {
+      const want = arity.min === arity.max ? `${arity.min}` : `at least ${arity.min}`;
+      this.failAt(node, `wrong number of args for ${name}: want ${want} got ${count}`);
+    }
+    // Go's own and/or stop at the first decisive argument; an overriding FuncMap entry does not.
+    if ((name === 'and' || name === 'or') && fn === builtins[name]) {
+      const stopOn = name === 'or';
+      let value: unknown;
+      for (const arg of argNodes) {
+        value = this.evalArg(dot, arg);
+        if (truth(value) === stopOn) return value;
+      }
+      return final === MISSING ? value : final;
+    }
+    const values = argNodes.map((arg) => this.evalArg(dot, arg));
+    if (final !== MISSING) values.push(final);
+    try {
+      // Go passes the zero value (nil) where a template has "no value".
+      return fn(...values.map((v) => (v === undefined ? null : v)));
+    } catch (e) {
+      this.failAt(node, `error calling ${name}: ${e instanceof Error ? e.message : String(e)}`, e);
+    }
+  }
+}
+
+/** The absent previous-stage value of a pipeline's first command (distinct from every data value). */
+const MISSING: unknown = Symbol('missing');
