@@ -1,0 +1,162 @@
+/**
+ * Role definitions and role assignments through @azure/arm-authorization 9, behind RoleClient.
+ * The SDK's `endpoint` option is what moves it off management.azure.com; its paths are
+ * `/{scope}/...` with the scope unencoded, so a scope written `/subscriptions/...` must lose its
+ * leading slash or every request path starts with `//`.
+ */
+import { AuthorizationManagementClient, type RoleAssignment, type RoleDefinition } from '@azure/arm-authorization';
+import type { TokenCredential } from '@azure/identity';
+import { scopeFor, type AzureEnvironment } from './environments.ts';
+import { describeUpstream, isNotFound, toProviderError } from './errors.ts';
+import { odataString } from './odata.ts';
+import { callRetryOptions, createOnce, principalNotReplicated, withRetry, type CallOptions, type ReplicationCheck, type RetryOptions } from './retry.ts';
+
+export interface RoleDefinitionInfo {
+  /** Full ARM id, e.g. /subscriptions/<sub>/providers/Microsoft.Authorization/roleDefinitions/<guid>. */
+  id: string;
+  name: string;
+  roleName: string;
+}
+
+export interface RoleAssignmentInfo {
+  id: string;
+  name: string;
+  scope: string;
+  roleDefinitionId: string;
+  principalId: string;
+}
+
+export interface NewRoleAssignment {
+  scope: string;
+  /** A GUID chosen by the caller once per logical assignment, which makes the PUT idempotent. */
+  name: string;
+  roleDefinitionId: string;
+  principalId: string;
+  principalType?: 'ServicePrincipal' | 'User' | 'Group';
+}
+
+export interface RoleClient {
+  getRoleDefinition(roleDefinitionId: string, opts?: CallOptions): Promise<RoleDefinitionInfo | undefined>;
+  /** ARM matches role names case-insensitively; more than one result is the caller's ambiguity. */
+  findRoleDefinitionsByName(scope: string, roleName: string, opts?: CallOptions): Promise<RoleDefinitionInfo[]>;
+  /** Retries while the principal replicates to ARM; an identical existing assignment is returned. */
+  createRoleAssignment(input: NewRoleAssignment, opts?: CallOptions): Promise<RoleAssignmentInfo>;
+  getRoleAssignment(roleAssignmentId: string, opts?: CallOptions): Promise<RoleAssignmentInfo | undefined>;
+  /** False when already gone. */
+  deleteRoleAssignment(roleAssignmentId: string, opts?: CallOptions): Promise<boolean>;
+}
+
+/** Strips the leading slash the SDK would double; ARM ids themselves keep theirs. */
+export function sdkScope(scope: string): string {
+  return scope.replace(/^\/+/, '');
+}
+
+const toDefinition = (d: RoleDefinition): RoleDefinitionInfo => ({ id: d.id ?? '', name: d.name ?? '', roleName: d.roleName ?? '' });
+const toAssignment = (a: RoleAssignment): RoleAssignmentInfo => ({
+  id: a.id ?? '', name: a.name ?? '', scope: a.scope ?? '', roleDefinitionId: a.roleDefinitionId ?? '', principalId: a.principalId ?? '',
+});
+
+export interface RoleClientOptions {
+  environment: AzureEnvironment;
+  credential: TokenCredential;
+  subscriptionId: string;
+  retry?: RetryOptions;
+  secrets?: string[];
+}
+
+export class SdkRoleClient implements RoleClient {
+  readonly #client: AuthorizationManagementClient;
+  readonly #retry: RetryOptions;
+  readonly #secrets: string[];
+
+  constructor(opts: RoleClientOptions) {
+    this.#client = new AuthorizationManagementClient(opts.credential, opts.subscriptionId, {
+      endpoint: opts.environment.resourceManagerEndpoint,
+      credentialScopes: [scopeFor(opts.environment.resourceManagerEndpoint)],
+      // retry.ts is the only retry layer, bounded by the caller's deadline.
+      retryOptions: { maxRetries: 0 },
+      redirectOptions: { maxRetries: 0 },
+    });
+    this.#retry = opts.retry ?? {};
+    this.#secrets = opts.secrets ?? [];
+  }
+
+  async #call<T>(operation: string, fn: () => Promise<T>, opts: CallOptions = {}, notReplicated?: ReplicationCheck): Promise<T> {
+    try {
+      return await withRetry(fn, { ...this.#retry, ...callRetryOptions(opts), notReplicated });
+    } catch (err) {
+      throw toProviderError(err, operation, this.#secrets);
+    }
+  }
+
+  getRoleDefinition(roleDefinitionId: string, opts?: CallOptions): Promise<RoleDefinitionInfo | undefined> {
+    return this.#call(`get role definition ${roleDefinitionId}`, async () => {
+      try {
+        return toDefinition(await this.#client.roleDefinitions.getById(sdkScope(roleDefinitionId), { abortSignal: opts?.signal }));
+      } catch (err) {
+        if (isNotFound(err)) return undefined;
+        throw err;
+      }
+    }, opts);
+  }
+
+  async findRoleDefinitionsByName(scope: string, roleName: string, opts?: CallOptions): Promise<RoleDefinitionInfo[]> {
+    return this.#call(`find role definition "${roleName}"`, async () => {
+      const found: RoleDefinitionInfo[] = [];
+      // The pager follows nextLink; a failure part-way restarts the listing from the first page.
+      for await (const d of this.#client.roleDefinitions.list(sdkScope(scope), { filter: `roleName eq ${odataString(roleName)}`, abortSignal: opts?.signal })) {
+        found.push(toDefinition(d));
+      }
+      return found;
+    }, opts);
+  }
+
+  async createRoleAssignment(input: NewRoleAssignment, opts?: CallOptions): Promise<RoleAssignmentInfo> {
+    const create = async (): Promise<RoleAssignmentInfo> =>
+      toAssignment(await this.#client.roleAssignments.create(sdkScope(input.scope), input.name, {
+        roleDefinitionId: input.roleDefinitionId,
+        principalId: input.principalId,
+        // Microsoft's documented mitigation for principals created moments ago.
+        principalType: input.principalType ?? 'ServicePrincipal',
+      }, { abortSignal: opts?.signal }));
+    const findExisting = async (): Promise<RoleAssignmentInfo | undefined> => {
+      const wantedDef = input.roleDefinitionId.split('/').pop()!.toLowerCase();
+      for await (const a of this.#client.roleAssignments.listForScope(sdkScope(input.scope), { filter: `principalId eq ${odataString(input.principalId)}` })) {
+        const info = toAssignment(a);
+        if (info.scope.toLowerCase() === input.scope.toLowerCase() && info.roleDefinitionId.split('/').pop()!.toLowerCase() === wantedDef) return info;
+      }
+      return undefined;
+    };
+    try {
+      return await createOnce(create, findExisting, (err) => describeUpstream(err).code === 'RoleAssignmentExists', {
+        ...this.#retry, ...callRetryOptions(opts), notReplicated: principalNotReplicated,
+      });
+    } catch (err) {
+      throw toProviderError(err, `create role assignment at ${input.scope}`, this.#secrets);
+    }
+  }
+
+  getRoleAssignment(roleAssignmentId: string, opts?: CallOptions): Promise<RoleAssignmentInfo | undefined> {
+    return this.#call(`get role assignment ${roleAssignmentId}`, async () => {
+      try {
+        return toAssignment(await this.#client.roleAssignments.getById(sdkScope(roleAssignmentId), { abortSignal: opts?.signal }));
+      } catch (err) {
+        if (isNotFound(err)) return undefined;
+        throw err;
+      }
+    }, opts);
+  }
+
+  deleteRoleAssignment(roleAssignmentId: string, opts?: CallOptions): Promise<boolean> {
+    return this.#call(`delete role assignment ${roleAssignmentId}`, async () => {
+      try {
+        const res = await this.#client.roleAssignments.deleteById(sdkScope(roleAssignmentId), { abortSignal: opts?.signal });
+        // ARM answers 204 with no body when there was nothing to delete.
+        return res.id !== undefined;
+      } catch (err) {
+        if (isNotFound(err)) return false;
+        throw err;
+      }
+    }, opts);
+  }
+}
