@@ -8,6 +8,6 @@ export default defineConfig({
     hookTimeout: 60_000,
     // Real slapd and emulator processes are shared per run; forks keep node:sqlite and sockets isolated.
     pool: 'forks',
-    globalSetup: ['test/support/slapd-global.ts'],
+    globalSetup: ['test/support/slapd-global.ts', 'test/support/azure-emulator/global-setup.ts'],
   },
 });
