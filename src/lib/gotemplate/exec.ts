@@ -301,7 +301,9 @@ class State {
         const obj = receiver as Record<string, unknown>;
         if (!hasMember(obj, field)) break;
         const member = obj[field];
-        if (typeof member === 'function') return this.evalCall(dot, member.bind(obj) as TemplateFunc, field, node, args, final);
+        // Inherited functions are methods and get called; an own function-valued property is a
+        // func field, returned as a value (Go needs `call` for those).
+        if (typeof member === 'function' && !Object.hasOwn(obj, field)) return this.evalCall(dot, member.bind(obj) as TemplateFunc, field, node, args, final);
         if (hasArgs) this.failAt(node, `${field} has arguments but cannot be invoked as function`);
         return member;
       }

@@ -10,11 +10,13 @@ interface Spec {
   sharp: boolean;
   space: boolean;
   zero: boolean;
+  /** %+v: struct field names, and no plus sign on the numbers inside. */
+  plusV: boolean;
   width: number | null;
   prec: number | null;
 }
 
-const PLAIN: Spec = { minus: false, plus: false, sharp: false, space: false, zero: false, width: null, prec: null };
+const PLAIN: Spec = { minus: false, plus: false, sharp: false, space: false, zero: false, plusV: false, width: null, prec: null };
 
 /** fmt.Sprint: a space between operands when neither side is a string. */
 export function sprint(args: unknown[]): string {
@@ -83,6 +85,10 @@ export function sprintf(fmt: string, args: unknown[]): string {
       out += '%';
       continue;
     }
+    if (verb === 'v' && spec.plus) {
+      spec.plus = false;
+      spec.plusV = true;
+    }
     if (argNum >= args.length) {
       out += `%!${verb}(MISSING)`;
       continue;
@@ -117,7 +123,7 @@ function format(arg: unknown, verb: string, spec: Spec): string {
       return pad(`map[${items.join(' ')}]`, spec);
     }
     case 'struct': {
-      const items = structFields(arg as object).map(([k, v]) => (spec.plus ? `${k}:` : '') + format(v, verb, nested(spec)));
+      const items = structFields(arg as object).map(([k, v]) => (spec.plusV ? `${k}:` : '') + format(v, verb, nested(spec)));
       return pad(`{${items.join(' ')}}`, spec);
     }
     case 'func':

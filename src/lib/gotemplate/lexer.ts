@@ -42,7 +42,7 @@ export function lex(input: string): Token[] {
     start = pos;
   };
   const fail = (message: string): Token[] => {
-    tokens.push({ type: 'error', val: message, pos: start });
+    tokens.push({ type: 'error', val: message, pos: start }, { type: 'eof', val: '', pos: input.length });
     return tokens;
   };
   // `-}}` only trims when preceded by a space, as in Go, so `{{3-}}` stays a syntax matter.

@@ -44,7 +44,7 @@ class Parser {
   }
   private next(): Token {
     const t = this.tokens[this.index];
-    if (t.type !== 'eof' && t.type !== 'error') this.index++;
+    if (t.type !== 'eof') this.index++;
     return t;
   }
   private peekNonSpace(): Token {
@@ -107,11 +107,12 @@ class Parser {
         case 'else': {
           // `{{else if}}` / `{{else with}}`: leave the keyword pending for the enclosing control.
           const peek = this.peekNonSpace();
-          if (peek.type === 'keyword' && (peek.val === 'if' || peek.val === 'with')) return { kind: 'else', pos: peek.pos };
-          return { kind: 'else', pos: this.expect('rightDelim', 'else').pos };
+          if (peek.type !== 'keyword' || (peek.val !== 'if' && peek.val !== 'with')) this.expect('rightDelim', 'else');
+          return { kind: 'else', pos: token.pos };
         }
         case 'end':
-          return { kind: 'end', pos: this.expect('rightDelim', 'end').pos };
+          this.expect('rightDelim', 'end');
+          return { kind: 'end', pos: token.pos };
         case 'break':
         case 'continue': {
           const close = this.nextNonSpace();

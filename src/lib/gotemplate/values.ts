@@ -6,8 +6,8 @@
 //   Array                -> slice
 //   Map                  -> map: a missing key is "<no value>", range visits keys in sorted order
 //   function             -> func (callable with `call`)
-//   any other object     -> struct: its properties are fields, a missing one is an exec error
-//                          ("can't evaluate field X"), and function-valued properties are methods.
+//   any other object     -> struct: its own properties are fields (a missing one is an exec error,
+//                          "can't evaluate field X") and inherited functions (class methods) are methods.
 // So template data such as {Username, Password} behaves like Vault's Go struct; wrap data in a Map
 // where Go would have used a map.
 
