@@ -159,18 +159,20 @@ function parsePathBlock(block: HclBlock): PathRule {
 
 function stringList(item: HclItem | undefined, fail: (detail: string) => never): string[] {
   if (!item) return [];
-  const { value } = item;
-  if (value.type !== 'list' || value.items.some((v) => v.type !== 'string')) {
-    fail(`${item.key} on line ${item.line} must be a list of strings`);
+  const out: string[] = [];
+  if (item.value.type === 'list') {
+    for (const v of item.value.items) if (v.type === 'string') out.push(v.value);
+    if (out.length === item.value.items.length) return out;
   }
-  return (value as { items: Array<{ value: string }> }).items.map((v) => v.value);
+  return fail(`${item.key} on line ${item.line} must be a list of strings`);
 }
 
 function parameterMap(item: HclItem | undefined, fail: (detail: string) => never): Map<string, unknown[]> {
   const out = new Map<string, unknown[]>();
   if (!item) return out;
-  if (item.value.type !== 'object') fail(`${item.key} on line ${item.line} must be a map of parameter name to a list of values`);
-  for (const entry of (item.value as HclObject).items) {
+  const { value } = item;
+  if (value.type !== 'object') return fail(`${item.key} on line ${item.line} must be a map of parameter name to a list of values`);
+  for (const entry of value.items) {
     const name = entry.key.toLowerCase();
     if (entry.labels.length > 0 || entry.value.type !== 'list') {
       fail(`${item.key} "${entry.key}" on line ${entry.line} must be a list of values (an empty list allows any value)`);
@@ -258,7 +260,8 @@ export class Acl {
     if (this.isRoot && policies.length !== 1) throw new Error('other policies present along with root');
     for (const policy of policies) {
       for (const rule of policy.paths) {
-        // Like Vault, a templated rule the token cannot fill (no entity, missing metadata) is skipped.
+        // Like Vault, a templated rule the token cannot fill (no entity, missing metadata), or one
+        // whose filled-in value forms a forbidden "+*", is skipped rather than failing the request.
         const path = fillTemplate(rule.path, opts.entity);
         if (path !== undefined && !path.includes('+*')) this.#insert(path, rule);
       }

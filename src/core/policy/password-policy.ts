@@ -138,7 +138,7 @@ export function generatePassword(
 ): string {
   const password = tryGenerate(policy, randomBytes);
   if (password === undefined) {
-    throw new Error(`timed out generating password: no candidate met every min-chars rule within ${GENERATION_TIMEOUT_MS} ms`);
+    throw new Error('timed out generating password: no candidate met every min-chars rule within the time and attempt budget');
   }
   return password;
 }
