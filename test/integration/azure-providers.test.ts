@@ -77,6 +77,32 @@ describe('credentials', () => {
     expect((expired as Error).message).toContain('AADSTS7000222');
   });
 
+  it('a client assertion goes through the verifyClientAssertion hook (default: refused)', async () => {
+    const seen: string[] = [];
+    const fed = await startEmulator({
+      verifyClientAssertion: async ({ assertion, tokenEndpoint }) => {
+        seen.push(tokenEndpoint);
+        return assertion === 'trusted-assertion' ? { ok: true } : { ok: false, code: 70021, description: 'No matching federated identity record found for presented assertion.' };
+      },
+    });
+    try {
+      const t = seedTenant(fed.state);
+      const dir = await mkdtemp(join(tmpdir(), 'azure-env-'));
+      await writeFile(join(dir, 'e.json'), JSON.stringify(fed.environment('Fed')));
+      const f = new AzureClientFactory({ env: { CLOUD_ENVIRONMENT_FILEPATH: join(dir, 'e.json') }, retry: fastRetry });
+      const base = { tenantId: fed.tenantId, subscriptionId: t.subscriptionId, clientId: t.admin.appId, environment: 'Fed' };
+      const ok = f.get({ ...base, getAssertion: async () => 'trusted-assertion', assertionKey: 'a' });
+      expect(ok.credentialKind).toBe('client-assertion');
+      expect((await ok.roles.findRoleDefinitionsByName(`/subscriptions/${t.subscriptionId}`, 'Owner'))).toHaveLength(1);
+      const bad = await f.get({ ...base, getAssertion: async () => 'forged', assertionKey: 'b' }).graph.getGroup(randomUUID()).catch((e: unknown) => e);
+      expect((bad as AzureProviderError).status).toBe(502);
+      expect((bad as Error).message).toContain('AADSTS70021');
+      expect(seen[0]).toBe(`${fed.url}/${fed.tenantId}/oauth2/v2.0/token`);
+    } finally {
+      await fed.close();
+    }
+  });
+
   it('ManagedIdentityCredential gets a token through IDENTITY_ENDPOINT/IDENTITY_HEADER', async () => {
     const mi = addManagedIdentity(emu.state, { resourceId: `${subScope()}/resourceGroups/rg/providers/Microsoft.Web/sites/app1` });
     const saved = { e: process.env.IDENTITY_ENDPOINT, h: process.env.IDENTITY_HEADER };
