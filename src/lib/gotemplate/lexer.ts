@@ -17,7 +17,7 @@ const KEYWORDS = new Set(['block', 'break', 'continue', 'define', 'else', 'end',
 const LEFT = '{{';
 const RIGHT = '}}';
 
-export function isSpace(c: string | undefined): boolean {
+function isSpace(c: string | undefined): boolean {
   return c === ' ' || c === '\t' || c === '\r' || c === '\n';
 }
 
