@@ -1,0 +1,151 @@
+import type { Logger } from 'pino';
+import { z } from 'zod';
+import { BadRequestError, NotFoundError, StrongroomError } from '../../core/errors.ts';
+import { definePath, type LeaseView, type PathDefinition, type SecretType } from '../../core/framework.ts';
+import type { StorageView } from '../../core/storage/view.ts';
+import { parseLdif, type LdifRecord } from '../../lib/ldif/index.ts';
+import type { LdapClient, LdifExecResult } from '../../providers/ldap/client.ts';
+import { scrub } from '../../providers/ldap/errors.ts';
+import { DYNAMIC_ROLE_NAME, readDynamicRole, roleName, type DynamicRole } from './dynamic-roles.ts';
+import { DEFAULT_USERNAME_TEMPLATE, renderLdifTemplate, type DynamicTemplates, type LdifField, type LdifTemplateData } from './dynamic-templates.ts';
+
+export const DYNAMIC_CREDS_SECRET_TYPE = 'dynamic_creds';
+
+/** What dynamic credentials need from the engine's configuration. */
+export interface DirectoryAccess {
+  /** The client for the current configuration; throws a 4xx when the engine is not configured. */
+  client(): Promise<Pick<LdapClient, 'executeLdif'>>;
+  /** A password from the configured generator (password_policy, length, or the default). */
+  generatePassword(): Promise<string>;
+}
+
+export interface DynamicCredsDeps {
+  storage: StorageView;
+  templates: DynamicTemplates;
+  directory: DirectoryAccess;
+  logger: Logger;
+  now(): number;
+  defaultLeaseTtl(): number;
+  maxLeaseTtl(): number;
+}
+
+/**
+ * Everything revoke needs, copied at issue time so that editing or deleting the role changes nothing
+ * for accounts already handed out. The deletion LDIF is stored rendered (and already checked to parse).
+ */
+const leaseInternalSchema = z.object({
+  role_name: z.string(),
+  username: z.string(),
+  distinguished_names: z.array(z.string()),
+  deletion_ldif: z.string().min(1),
+});
+type LeaseInternal = z.infer<typeof leaseInternalSchema>;
+
+function parseLeaseInternal(lease: LeaseView): LeaseInternal {
+  const parsed = leaseInternalSchema.safeParse(lease.internal);
+  if (!parsed.success) throw new Error(`lease "${lease.id}" has broken internal data: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  return parsed.data;
+}
+
+/** The lease TTL the core will grant, computed here too so .ExpirationTime matches the real lease. */
+function effectiveTtl(role: DynamicRole, deps: Pick<DynamicCredsDeps, 'defaultLeaseTtl' | 'maxLeaseTtl'>): number {
+  const ttl = role.default_ttl || deps.defaultLeaseTtl();
+  const caps = [role.max_ttl, deps.maxLeaseTtl()].filter((n) => n > 0);
+  return caps.length ? Math.min(ttl, ...caps) : ttl;
+}
+
+function templateData(base: Omit<LdifTemplateData, 'IssueTime' | 'IssueTimeSeconds' | 'ExpirationTime' | 'ExpirationTimeSeconds'>, issueMs: number, ttlSeconds: number): LdifTemplateData {
+  const expireMs = issueMs + ttlSeconds * 1000;
+  return {
+    ...base,
+    IssueTime: new Date(issueMs).toISOString(),
+    IssueTimeSeconds: Math.floor(issueMs / 1000),
+    ExpirationTime: new Date(expireMs).toISOString(),
+    ExpirationTimeSeconds: Math.floor(expireMs / 1000),
+  };
+}
+
+/** A 400 when the directory refused what the LDIF asked for, else a 502; every failure is listed. */
+function failure(primary: LdifExecResult, messages: string[]): StrongroomError {
+  return new StrongroomError(primary.errors[0]?.status ?? 502, messages);
+}
+
+/**
+ * Renders every template before touching the directory, so an account is never created whose
+ * deletion or rollback LDIF could not be rendered. The deletion LDIF is kept as text for the lease.
+ */
+function renderAll(role: DynamicRole, templates: DynamicTemplates, data: LdifTemplateData) {
+  const render = (field: LdifField, text: string) => renderLdifTemplate(field, templates.ldif(field, text), data);
+  return {
+    creation: render('creation_ldif', role.creation_ldif).records,
+    rollback: role.rollback_ldif ? render('rollback_ldif', role.rollback_ldif).records : [],
+    deletionLdif: render('deletion_ldif', role.deletion_ldif).text,
+  };
+}
+
+export function dynamicCredsPaths(deps: DynamicCredsDeps): PathDefinition[] {
+  return [
+    definePath({
+      pattern: `creds/(?<name>${DYNAMIC_ROLE_NAME})`,
+      description: 'Creates an account from a dynamic role and returns its credentials with a lease.',
+      operations: {
+        read: async (req) => {
+          const name = roleName(req);
+          const role = await readDynamicRole(deps.storage, name);
+          if (!role) throw new NotFoundError(`dynamic role "${name}" not found`);
+          const client = await deps.directory.client();
+
+          const displayName = req.caller?.displayName ?? '';
+          const username = deps.templates.renderUsername(deps.templates.username(role.username_template || DEFAULT_USERNAME_TEMPLATE), { DisplayName: displayName, RoleName: name });
+          const password = await deps.directory.generatePassword();
+          const ttl = effectiveTtl(role, deps);
+          const data = templateData({ Username: username, Password: password, RoleName: name, DisplayName: displayName }, deps.now(), ttl);
+          const { creation, rollback, deletionLdif } = renderAll(role, deps.templates, data);
+
+          await create(client, creation, rollback, { role: name, password, logger: deps.logger });
+
+          const internal: LeaseInternal = { role_name: name, username, distinguished_names: creation.map((r) => r.dn), deletion_ldif: deletionLdif };
+          return {
+            data: { distinguished_names: internal.distinguished_names, password, username },
+            secret: { type: DYNAMIC_CREDS_SECRET_TYPE, ttl, maxTtl: role.max_ttl, renewable: true, internal },
+          };
+        },
+      },
+    }),
+  ];
+}
+
+async function create(client: Pick<LdapClient, 'executeLdif'>, creation: LdifRecord[], rollback: LdifRecord[], ctx: { role: string; password: string; logger: Logger }): Promise<void> {
+  const created = await client.executeLdif(creation, 'stop-at-first-error');
+  if (created.ok) return;
+  const messages = created.errors.map((e) => `failed to create user: ${e.message}`);
+  if (rollback.length === 0) {
+    messages.push('no rollback_ldif is set, so entries created before the failure were left in place');
+  } else {
+    const rolledBack = await client.executeLdif(rollback, 'continue-past-errors');
+    messages.push(...rolledBack.errors.map((e) => `failed to roll back user creation: ${e.message}`));
+  }
+  const scrubbed = messages.map((m) => scrub(m, [ctx.password]));
+  ctx.logger.warn({ role: ctx.role, errors: scrubbed }, 'dynamic credential creation failed');
+  throw failure(created, scrubbed);
+}
+
+export function dynamicCredsSecret(deps: Pick<DynamicCredsDeps, 'storage' | 'directory'>): SecretType {
+  return {
+    type: DYNAMIC_CREDS_SECRET_TYPE,
+    async revoke(lease) {
+      const internal = parseLeaseInternal(lease);
+      const records = parseLdif(internal.deletion_ldif);
+      const client = await deps.directory.client();
+      // Every entry runs even after a failure; an entry (or group value) already gone counts as deleted.
+      const result = await client.executeLdif(records, 'continue-past-errors');
+      if (!result.ok) throw failure(result, result.errors.map((e) => `failed to delete user "${internal.username}": ${e.message}`));
+    },
+    async renew(lease) {
+      const internal = parseLeaseInternal(lease);
+      const role = await readDynamicRole(deps.storage, internal.role_name);
+      if (!role) throw new BadRequestError(`dynamic role "${internal.role_name}" no longer exists, so its credentials cannot be renewed`);
+      return role.max_ttl > 0 ? { maxTtl: role.max_ttl } : undefined;
+    },
+  };
+}

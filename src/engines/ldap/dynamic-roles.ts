@@ -1,0 +1,161 @@
+import { z } from 'zod';
+import { BadRequestError } from '../../core/errors.ts';
+import { field } from '../../core/fields.ts';
+import { definePath, type BackendRequest, type PathDefinition } from '../../core/framework.ts';
+import { KeyedLock } from '../../core/keyed-lock.ts';
+import type { StorageView } from '../../core/storage/view.ts';
+import {
+  decodeLdifInput,
+  DEFAULT_USERNAME_TEMPLATE,
+  DynamicTemplates,
+  LDIF_FIELDS,
+  renderLdifTemplate,
+  type LdifTemplateData,
+} from './dynamic-templates.ts';
+
+const dynamicRoleSchema = z.object({
+  creation_ldif: z.string(),
+  deletion_ldif: z.string(),
+  rollback_ldif: z.string().default(''),
+  /** Empty means the default template. */
+  username_template: z.string().default(''),
+  default_ttl: z.number().int().nonnegative().default(0),
+  max_ttl: z.number().int().nonnegative().default(0),
+});
+export type DynamicRole = z.infer<typeof dynamicRoleSchema>;
+
+/** Same grammar as Vault's role names: word characters at both ends, `-` `.` `/` inside. */
+export const DYNAMIC_ROLE_NAME = String.raw`\w(?:[\w./-]*\w)?`;
+
+const roleKey = (name: string) => `role/${name}`;
+
+/** Names are lower-cased on every path (Vault stores dynamic roles under the raw name and then cannot find them). */
+export const roleName = (req: Pick<BackendRequest, 'params'>): string => req.params.name!.toLowerCase();
+
+export async function readDynamicRole(storage: StorageView, name: string): Promise<DynamicRole | undefined> {
+  return storage.getJson(roleKey(name), (raw) => dynamicRoleSchema.parse(raw));
+}
+
+async function writeDynamicRole(storage: StorageView, name: string, role: DynamicRole): Promise<void> {
+  await storage.putJson(roleKey(name), role);
+}
+
+async function deleteDynamicRole(storage: StorageView, name: string): Promise<void> {
+  await storage.delete(roleKey(name));
+}
+
+/** Direct children below a folder; sub-folders end in "/". */
+async function listDynamicRoles(storage: StorageView, folder: string): Promise<string[]> {
+  return storage.list(roleKey(folder));
+}
+
+const fields = {
+  creation_ldif: field.string('Templated LDIF run in order to create the account, stopping at the first error. May be base64 encoded.'),
+  deletion_ldif: field.string('Templated LDIF run when the lease ends, continuing past errors. May be base64 encoded.'),
+  rollback_ldif: field.string('Templated LDIF run, continuing past errors, when creation_ldif fails. May be base64 encoded.'),
+  username_template: field.string(`Template for the generated username (.DisplayName, .RoleName). Default ${DEFAULT_USERNAME_TEMPLATE}.`),
+  default_ttl: field.duration('Lease TTL of issued credentials; 0 means the mount default.'),
+  max_ttl: field.duration('Maximum lease life of issued credentials; 0 means the mount maximum. May not exceed the mount maximum.'),
+};
+type RoleFields = typeof fields;
+
+/** What a template sees when a role is checked at write time (as in Vault); times are the write time. */
+export function sampleLdifData(role: string, nowMs: number): LdifTemplateData {
+  const expires = nowMs + 24 * 3600 * 1000;
+  return {
+    Username: 'testuser',
+    Password: 'testpass',
+    RoleName: role,
+    DisplayName: 'testdisplayname',
+    IssueTime: new Date(nowMs).toISOString(),
+    IssueTimeSeconds: Math.floor(nowMs / 1000),
+    ExpirationTime: new Date(expires).toISOString(),
+    ExpirationTimeSeconds: Math.floor(expires / 1000),
+  };
+}
+
+/**
+ * Cross-field rules of a whole role (after merging an update): both required LDIFs present, every
+ * template parses and renders to valid LDIF with sample data, the username template renders, and
+ * the TTLs fit the mount. Throws a 400 naming the field.
+ */
+export function validateDynamicRole(role: DynamicRole, ctx: { name: string; templates: DynamicTemplates; nowMs: number; mountMaxTtl: number }): void {
+  const sample = sampleLdifData(ctx.name, ctx.nowMs);
+  for (const name of LDIF_FIELDS) {
+    const text = role[name];
+    if (text === '') {
+      if (name === 'rollback_ldif') continue;
+      throw new BadRequestError(`missing required field "${name}"`);
+    }
+    renderLdifTemplate(name, ctx.templates.ldif(name, text), sample);
+  }
+  const username = ctx.templates.username(role.username_template || DEFAULT_USERNAME_TEMPLATE);
+  ctx.templates.renderUsername(username, { DisplayName: sample.DisplayName, RoleName: ctx.name });
+  if (ctx.mountMaxTtl > 0 && role.max_ttl > ctx.mountMaxTtl) {
+    throw new BadRequestError(`invalid value for field "max_ttl": ${role.max_ttl}s is longer than the mount's maximum lease TTL of ${ctx.mountMaxTtl}s`);
+  }
+  if (role.max_ttl > 0 && role.default_ttl > role.max_ttl) {
+    throw new BadRequestError(`invalid value for field "default_ttl": ${role.default_ttl}s is longer than max_ttl (${role.max_ttl}s)`);
+  }
+}
+
+/** Only the keys the client sent change; "" clears a key (an empty TTL is 0). LDIF is stored decoded. */
+export function mergeDynamicRole(existing: DynamicRole | undefined, req: Pick<BackendRequest<RoleFields>, 'data' | 'has'>): DynamicRole {
+  const role: DynamicRole = existing ? { ...existing } : dynamicRoleSchema.parse({ creation_ldif: '', deletion_ldif: '' });
+  for (const name of LDIF_FIELDS) {
+    if (req.has(name)) role[name] = decodeLdifInput(req.data[name] ?? '');
+  }
+  if (req.has('username_template')) role.username_template = req.data.username_template ?? '';
+  if (req.has('default_ttl')) role.default_ttl = req.data.default_ttl ?? 0;
+  if (req.has('max_ttl')) role.max_ttl = req.data.max_ttl ?? 0;
+  return role;
+}
+
+export interface DynamicRoleDeps {
+  storage: StorageView;
+  templates: DynamicTemplates;
+  now(): number;
+  mountMaxTtl(): number;
+}
+
+export function dynamicRolePaths(deps: DynamicRoleDeps): PathDefinition[] {
+  const locks = new KeyedLock();
+
+  const write = (req: BackendRequest<RoleFields>) =>
+    locks.run(roleName(req), async () => {
+      const name = roleName(req);
+      const role = mergeDynamicRole(await readDynamicRole(deps.storage, name), req);
+      validateDynamicRole(role, { name, templates: deps.templates, nowMs: deps.now(), mountMaxTtl: deps.mountMaxTtl() });
+      await writeDynamicRole(deps.storage, name, role);
+      if (role.rollback_ldif === '') {
+        return { warnings: ['rollback_ldif is not set: when creation_ldif fails part-way, the entries it already created stay in the directory'] };
+      }
+    });
+
+  return [
+    definePath({
+      pattern: `role/(?<name>${DYNAMIC_ROLE_NAME})`,
+      description: 'Dynamic roles: templated LDIF that creates an account per credential request and deletes it when the lease ends.',
+      fields,
+      existenceCheck: async (req) => (await readDynamicRole(deps.storage, roleName(req))) !== undefined,
+      operations: {
+        read: async (req) => {
+          const role = await readDynamicRole(deps.storage, roleName(req));
+          if (!role) return;
+          return { data: { ...role } };
+        },
+        create: write,
+        update: write,
+        // Outstanding leases keep their own copy of the deletion LDIF, so they are still cleaned up.
+        delete: (req) => locks.run(roleName(req), () => deleteDynamicRole(deps.storage, roleName(req))),
+      },
+    }),
+    definePath({
+      pattern: 'role/(?<prefix>(?:.+/)?)',
+      description: 'Lists dynamic roles below a folder; sub-folders end in "/".',
+      operations: {
+        list: async (req) => ({ data: { keys: await listDynamicRoles(deps.storage, req.params.prefix!.toLowerCase()) } }),
+      },
+    }),
+  ];
+}

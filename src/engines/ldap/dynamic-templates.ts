@@ -1,0 +1,127 @@
+// Templates of dynamic roles: the username template and the creation/deletion/rollback LDIF.
+//
+// Everything that turns caller-influenced data (a token's display name, a role name, a generated
+// username or password) into LDIF goes through `renderLdifTemplate`, whose action guard refuses values that
+// could add lines, records or attributes. Usernames get one more rule here: they usually sit inside a
+// DN (`dn: cn={{.Username}},ou=users,...`), so characters that are special in RFC 4514 DNs are refused
+// rather than letting a display name such as `x,ou=admins` move the account to another branch.
+
+import { BadRequestError } from '../../core/errors.ts';
+import { parseTemplate, TemplateExecError, TemplateParseError, vaultFuncs, type Template } from '../../lib/gotemplate/index.ts';
+import { ldifActionGuard, LdifInjectionError, LdifParseError, parseLdif, type LdifRecord } from '../../lib/ldif/index.ts';
+
+export const DEFAULT_USERNAME_TEMPLATE = 'v_{{.DisplayName}}_{{.RoleName}}_{{random 10}}_{{unix_time}}';
+
+export const LDIF_FIELDS = ['creation_ldif', 'deletion_ldif', 'rollback_ldif'] as const;
+export type LdifField = (typeof LDIF_FIELDS)[number];
+
+/** The data LDIF templates see, named as in Vault so existing templates keep working. */
+export interface LdifTemplateData {
+  Username: string;
+  Password: string;
+  RoleName: string;
+  DisplayName: string;
+  IssueTime: string;
+  IssueTimeSeconds: number;
+  ExpirationTime: string;
+  ExpirationTimeSeconds: number;
+}
+
+export interface UsernameTemplateData {
+  DisplayName: string;
+  RoleName: string;
+}
+
+/**
+ * Vault's rule: a value that decodes as standard, padded base64 is taken to be base64 (line breaks in
+ * it are ignored). LDIF text never qualifies because ": " is not in the alphabet. On top of Vault,
+ * the decoded bytes must be UTF-8 text, so a short plain word that happens to be valid base64 (say
+ * "abcd") is not turned into binary noise.
+ */
+export function decodeLdifInput(value: string): string {
+  const compact = value.replace(/[\r\n]/g, '');
+  if (compact === '' || compact.length % 4 !== 0 || !/^[A-Za-z0-9+/]*={0,2}$/.test(compact)) return value;
+  try {
+    return new TextDecoder('utf-8', { fatal: true }).decode(Buffer.from(compact, 'base64'));
+  } catch {
+    return value;
+  }
+}
+
+/** Compiles templates with the Vault functions, reading time from the engine's clock. */
+export class DynamicTemplates {
+  readonly #ldifFuncs;
+  readonly #usernameFuncs;
+
+  constructor(now: () => number) {
+    const clockNow = () => new Date(now());
+    this.#ldifFuncs = vaultFuncs({ now: clockNow, includeUtf16le: true });
+    this.#usernameFuncs = vaultFuncs({ now: clockNow, includeUtf16le: false });
+  }
+
+  /** Parses an LDIF template; a syntax error is a 400 naming the field, line and column. */
+  ldif(field: string, text: string): Template {
+    return compile(field, text, this.#ldifFuncs);
+  }
+
+  username(text: string): Template {
+    return compile('username_template', text, this.#usernameFuncs);
+  }
+
+  /** Renders the username; a result that is empty or unsafe in a DN or LDIF line is a 400. */
+  renderUsername(template: Template, data: UsernameTemplateData): string {
+    const username = execute('username_template', () => template.execute(data));
+    checkUsername(username);
+    return username;
+  }
+}
+
+export interface RenderedLdif {
+  text: string;
+  records: LdifRecord[];
+}
+
+/** Renders LDIF through the injection guard and parses it; every failure is a 400 naming the field. */
+export function renderLdifTemplate(field: string, template: Template, data: LdifTemplateData): RenderedLdif {
+  return execute(field, () => {
+    const text = template.execute(data, { filterAction: ldifActionGuard });
+    return { text, records: parseLdif(text) };
+  });
+}
+
+function compile(field: string, text: string, funcs: ReturnType<typeof vaultFuncs>): Template {
+  try {
+    return parseTemplate(text, { name: field, funcs });
+  } catch (err) {
+    if (err instanceof TemplateParseError) {
+      throw new BadRequestError(`invalid value for field "${field}": template error at line ${err.line}, column ${err.col}: ${err.reason}`);
+    }
+    throw err;
+  }
+}
+
+function execute<T>(field: string, run: () => T): T {
+  try {
+    return run();
+  } catch (err) {
+    // Messages of these errors name template actions and LDIF lines, never the data values.
+    if (err instanceof TemplateExecError) throw new BadRequestError(`invalid value for field "${field}": ${err.message}`);
+    if (err instanceof LdifInjectionError) throw new BadRequestError(`invalid value for field "${field}": ${err.message}`);
+    if (err instanceof LdifParseError) throw new BadRequestError(`invalid value for field "${field}": rendered LDIF is invalid: ${err.message}`);
+    throw err;
+  }
+}
+
+const DN_SPECIAL = /[,+"\\<>;=\0\r\n]/;
+
+function checkUsername(username: string): void {
+  if (username === '') throw new BadRequestError('invalid value for field "username_template": the generated username is empty');
+  const special = DN_SPECIAL.exec(username);
+  if (special) {
+    const shown = JSON.stringify(special[0]);
+    throw new BadRequestError(`invalid value for field "username_template": the generated username contains ${shown}, which is special in a DN (strip it with replace, e.g. {{.DisplayName | replace ${shown} "_"}})`);
+  }
+  if (/^[ #]|[ ]$/.test(username)) {
+    throw new BadRequestError('invalid value for field "username_template": the generated username starts with a space or "#", or ends with a space, which is special in a DN');
+  }
+}
