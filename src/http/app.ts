@@ -2,7 +2,7 @@ import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastif
 import type { Logger } from 'pino';
 import type { Core, CoreResponse } from '../core/core.ts';
 import { StrongroomError } from '../core/errors.ts';
-import { parseBody, parseQuery } from './body.ts';
+import { parseBody, parseQuery, splitTarget } from './body.ts';
 import { answerListFromRawPacket } from './list-method.ts';
 import { tokenFromHeaders } from './token-header.ts';
 
@@ -59,17 +59,12 @@ export function buildApp(core: Core, opts: AppOptions): FastifyInstance {
     method: ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH'],
     url: '/v1/*',
     handler: async (req, reply) => {
-      const url = new URL(req.url, 'http://local');
-      let path: string;
-      try {
-        path = decodeURIComponent(url.pathname.slice('/v1/'.length));
-      } catch {
-        return reply.status(400).send({ errors: ['the request path is not valid percent-encoding'] });
-      }
+      const target = splitTarget(req.url);
+      if (!target) return reply.status(404).send({ errors: [] });
       const res = await core.handle({
         method: req.method,
-        path,
-        query: parseQuery(url.search),
+        path: target.path,
+        query: parseQuery(target.search),
         body: req.body as Record<string, unknown> | undefined,
         token: tokenFromHeaders(req.headers),
         remoteAddress: req.ip,

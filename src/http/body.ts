@@ -30,3 +30,21 @@ export function parseQuery(search: string): Record<string, string | string[]> {
   }
   return out;
 }
+
+/**
+ * Splits a raw request target into the decoded path below `/v1/` and the query string. WHATWG URL parsing
+ * would resolve `..` and `%2e%2e` segments away, hiding them from the path check, so the path is decoded
+ * by hand. Returns undefined for targets outside `/v1/`; throws a 400 on broken percent-encoding.
+ */
+export function splitTarget(target: string): { path: string; search: string } | undefined {
+  const q = target.indexOf('?');
+  const rawPath = q === -1 ? target : target.slice(0, q);
+  if (!rawPath.startsWith('/v1/')) return undefined;
+  let path: string;
+  try {
+    path = decodeURIComponent(rawPath.slice('/v1/'.length));
+  } catch {
+    throw new BadRequestError('the request path is not valid percent-encoding');
+  }
+  return { path, search: q === -1 ? '' : target.slice(q) };
+}

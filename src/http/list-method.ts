@@ -1,7 +1,7 @@
 import type { Socket } from 'node:net';
 import { STATUS_CODES } from 'node:http';
 import type { Core, CoreResponse } from '../core/core.ts';
-import { parseQuery } from './body.ts';
+import { parseQuery, splitTarget } from './body.ts';
 import { tokenFromHeaders } from './token-header.ts';
 
 /**
@@ -21,21 +21,20 @@ export function answerListFromRawPacket(core: Core, err: NodeJS.ErrnoException &
     const colon = line.indexOf(':');
     if (colon > 0) headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
   }
-  const url = new URL(m[1], 'http://local');
   const send = (res: CoreResponse) => writeRaw(socket, res);
-  if (!url.pathname.startsWith('/v1/')) {
+  let target: ReturnType<typeof splitTarget>;
+  try {
+    target = splitTarget(m[1]);
+  } catch (err) {
+    send({ status: 400, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ errors: [(err as Error).message] }) });
+    return true;
+  }
+  if (!target) {
     send({ status: 404, headers: { 'content-type': 'application/json' }, body: '{"errors":[]}' });
     return true;
   }
-  let path: string;
-  try {
-    path = decodeURIComponent(url.pathname.slice('/v1/'.length));
-  } catch {
-    send({ status: 400, headers: { 'content-type': 'application/json' }, body: '{"errors":["the request path is not valid percent-encoding"]}' });
-    return true;
-  }
   void core
-    .handle({ method: 'LIST', path, query: parseQuery(url.search), body: undefined, token: tokenFromHeaders(headers), remoteAddress: socket.remoteAddress ?? '' })
+    .handle({ method: 'LIST', path: target.path, query: parseQuery(target.search), body: undefined, token: tokenFromHeaders(headers), remoteAddress: socket.remoteAddress ?? '' })
     .then(send, () => send({ status: 500, headers: { 'content-type': 'application/json' }, body: '{"errors":["internal error"]}' }));
   return true;
 }
