@@ -1,3 +1,4 @@
+import { BadRequestError } from '../errors.ts';
 /**
  * The HCL subset that ACL and password policies are written in, plus JSON (which HCL accepts too).
  * Every node keeps its 1-based line and column so validation errors can point at the offending text.
@@ -6,10 +7,11 @@
  */
 
 /** A policy document that cannot be accepted; the HTTP layer answers it with 400. */
-export class PolicyParseError extends Error {
-  // `status` mirrors the server's own error types; `statusCode` is what generic HTTP error handlers read.
-  readonly status = 400;
-  readonly statusCode = 400;
+/** A policy that does not parse is the caller's mistake: a 400 through the core's one error renderer. */
+export class PolicyParseError extends BadRequestError {
+  constructor(message: string) {
+    super(message);
+  }
   override name = 'PolicyParseError';
 }
 
