@@ -6,12 +6,14 @@ import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { registerArmAuthorization } from './arm-authorization.ts';
+import { ComputeState, registerArmCompute } from './arm-compute.ts';
 import { TokenService, verifyClientAssertion as rejectAssertions, type VerifyClientAssertion } from './entra.ts';
 import { registerEntra } from './entra.ts';
 import { Faults, RequestLog } from './faults.ts';
 import { registerGraph } from './graph.ts';
 import { json, Router, type EmulatorRequest, type EmulatorResponse, type ServiceContext, type ServiceName, type ServiceUrls } from './http.ts';
 import { MANAGED_IDENTITY_PATH, registerManagedIdentity } from './managed-identity.ts';
+import { ManagedIdentityTokens, registerManagedIdentityTokens } from './managed-identity-tokens.ts';
 import { EmulatorState } from './state.ts';
 
 export const TLS_CERT_ENV = 'STRONGROOM_EMULATOR_TLS_CERT';
@@ -36,6 +38,8 @@ export interface EmulatorOptions {
   /** Further token audiences, e.g. https://management.azure.com/ served by the ARM origin. */
   extraResources?: Array<{ uri: string; service?: ServiceName }>;
   verifyClientAssertion?: VerifyClientAssertion;
+  /** Issuer of minted managed-identity tokens and the v1 discovery document (default sts). */
+  managedIdentityIssuer?: 'sts' | 'emulator';
   extensions?: EmulatorExtension[];
 }
 
@@ -56,6 +60,10 @@ export interface Emulator {
   faults: Faults;
   requestLog: RequestLog;
   tokens: TokenService;
+  /** VMs, scale sets, user-assigned identities and other identity-bearing resources. */
+  compute: ComputeState;
+  /** Mints workload managed-identity tokens (the cloud auth method's input). */
+  miTokens: ManagedIdentityTokens;
   /** Values for IDENTITY_ENDPOINT and IDENTITY_HEADER. */
   managedIdentity: { endpoint: string; header: string };
   /** Contents for the CLOUD_ENVIRONMENT_FILEPATH file. */
@@ -166,10 +174,16 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
 
   const ctx: ServiceContext = { state, tokens, faults, urls, pageSize: options.pageSize ?? 100 };
   const identityHeader = randomBytes(16).toString('hex');
+  const miTokens = new ManagedIdentityTokens(ctx, options.managedIdentityIssuer);
+  await miTokens.rotateSigningKey();
+  const compute = new ComputeState(state);
+  // Ahead of registerEntra: the v1 discovery document and JWKS are the managed-identity module's.
+  registerManagedIdentityTokens(routers.login, ctx, miTokens);
   registerEntra(routers.login, ctx, options.verifyClientAssertion ?? rejectAssertions);
   registerManagedIdentity(routers.login, ctx, identityHeader);
   registerGraph(routers.graph, ctx);
   registerArmAuthorization(routers.arm, ctx);
+  registerArmCompute(routers.arm, ctx, compute);
   for (const ext of options.extensions ?? []) ext(routers, ctx);
 
   return {
@@ -181,6 +195,8 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
     faults,
     requestLog,
     tokens,
+    compute,
+    miTokens,
     managedIdentity: { endpoint: `${urls.login}${MANAGED_IDENTITY_PATH}`, header: identityHeader },
     environment: (name = 'StrongroomEmulator') => ({
       name,
