@@ -1,7 +1,9 @@
+import { cloudAuthBackend } from './auth/cloud/index.ts';
 import type { BackendRegistry } from './core/core.ts';
 
 /** Every engine and auth method type this build can mount. */
 export const backendTypes: BackendRegistry = { secret: {}, auth: {} };
+backendTypes.auth.cloud = cloudAuthBackend;
 
 /** Mounted on first initialisation when their type is registered. */
 export const defaultMounts = [

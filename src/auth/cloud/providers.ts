@@ -1,0 +1,91 @@
+/**
+ * The mount's verifier and ARM client, built from the stored config and kept while it is unchanged, so
+ * logins reuse the cached discovery document, keys and the credential's access token (Vault rebuilds
+ * the credential on every login). A config change yields new ones; config writes also drop the old.
+ */
+import { createHash } from 'node:crypto';
+import type { Clock } from '../../core/clock.ts';
+import type { SystemView } from '../../core/framework.ts';
+import { SdkComputeClient, type ComputeClient } from '../../providers/azure/compute.ts';
+import { createCredential } from '../../providers/azure/credentials.ts';
+import { resolveEnvironment, type AzureEnvironment, type ResolveEnvironmentOptions } from '../../providers/azure/environments.ts';
+import { forgetSecret } from '../../providers/azure/logging.ts';
+import type { RetryOptions } from '../../providers/azure/retry.ts';
+import type { CloudAuthConfig } from './config.ts';
+import { JwtVerifier } from './jwt-verifier.ts';
+
+/** Bound on all ARM attempts of one login, so a throttled ARM cannot hold a login open for minutes. */
+const LOGIN_ARM_DEADLINE_MS = 30_000;
+
+export interface ProviderDeps {
+  clock: Clock;
+  system: SystemView;
+  envOptions: ResolveEnvironmentOptions;
+}
+
+interface Built {
+  key: string;
+  verifier: JwtVerifier;
+  compute?: ComputeClient;
+  secret: string;
+}
+
+export class CloudAuthProviders {
+  readonly #deps: ProviderDeps;
+  #built: Built | undefined;
+
+  constructor(deps: ProviderDeps) {
+    this.#deps = deps;
+  }
+
+  verifier(config: CloudAuthConfig): JwtVerifier {
+    return this.#for(config).verifier;
+  }
+
+  compute(config: CloudAuthConfig): ComputeClient {
+    const built = this.#for(config);
+    built.compute ??= this.#buildCompute(config);
+    return built.compute;
+  }
+
+  reset(): void {
+    forgetSecret(this.#built?.secret);
+    this.#built = undefined;
+  }
+
+  #for(config: CloudAuthConfig): Built {
+    const key = createHash('sha256').update(JSON.stringify(config)).digest('hex');
+    if (this.#built?.key === key) return this.#built;
+    this.reset();
+    const environment = this.#environment(config);
+    const verifier = new JwtVerifier({
+      discoveryUrl: `${environment.activeDirectoryEndpoint}/${encodeURIComponent(config.tenant_id)}/.well-known/openid-configuration`,
+      audience: config.resource,
+      clock: this.#deps.clock,
+    });
+    this.#built = { key, verifier, secret: config.client_secret };
+    return this.#built;
+  }
+
+  #environment(config: CloudAuthConfig): AzureEnvironment {
+    return resolveEnvironment(config.environment, this.#deps.envOptions);
+  }
+
+  #buildCompute(config: CloudAuthConfig): ComputeClient {
+    const environment = this.#environment(config);
+    const retry: RetryOptions = {
+      maxAttempts: config.max_retries + 1,
+      baseDelayMs: config.retry_delay * 1000,
+      maxDelayMs: config.max_retry_delay * 1000,
+      deadlineMs: LOGIN_ARM_DEADLINE_MS,
+    };
+    const { system } = this.#deps;
+    const getAssertion = config.identity_token_audience
+      ? async () => (await system.generateIdentityToken(config.identity_token_audience, config.identity_token_ttl)).token
+      : undefined;
+    const { credential } = createCredential({
+      tenantId: config.tenant_id, clientId: config.client_id || undefined, clientSecret: config.client_secret || undefined, getAssertion, environment,
+    });
+    return new SdkComputeClient({ environment, credential, retry, secrets: config.client_secret ? [config.client_secret] : [] });
+  }
+}
