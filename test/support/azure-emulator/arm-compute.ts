@@ -45,9 +45,9 @@ const resourceId = (p: ResourcePlacement, namespace: string, type: string): stri
 
 /** API versions the emulated providers answer to; anything else is ARM's NoRegisteredProviderFound. */
 const API_VERSIONS: Record<string, string[]> = {
-  'microsoft.compute/virtualmachines': ['2024-07-01', '2024-03-01'],
-  'microsoft.compute/virtualmachinescalesets': ['2024-07-01', '2024-03-01'],
-  'microsoft.managedidentity/userassignedidentities': ['2023-01-31', '2018-11-30'],
+  'microsoft.compute/virtualmachines': ['2026-03-01', '2024-07-01'],
+  'microsoft.compute/virtualmachinescalesets': ['2026-03-01', '2024-07-01'],
+  'microsoft.managedidentity/userassignedidentities': ['2024-11-30', '2023-01-31'],
   // Newest first, the way ARM lists them, with a preview ahead of the stable one a client must pick.
   'microsoft.web/sites': ['2024-09-01-preview', '2023-12-01', '2022-09-01'],
 };
