@@ -39,8 +39,9 @@ export function buildApp(core: Core, opts: AppOptions): FastifyInstance {
     }
   });
 
+  // Secrets must not be cached; only raw answers that chose their own policy (public OIDC keys) keep it.
   app.addHook('onSend', async (_req, reply, payload) => {
-    reply.header('cache-control', 'no-store');
+    if (!reply.hasHeader('cache-control')) reply.header('cache-control', 'no-store');
     return payload;
   });
 
