@@ -4,6 +4,7 @@ import { dirname, join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { systemBackend } from './builtin/sys/index.ts';
+import { identityBackend } from './builtin/identity/index.ts';
 import { tokenBackend } from './builtin/token/index.ts';
 import { systemClock, type Clock } from './core/clock.ts';
 import { Core, type BackendRegistry } from './core/core.ts';
@@ -12,7 +13,7 @@ import { SqliteStorage } from './core/storage/sqlite.ts';
 import type { Storage } from './core/storage/types.ts';
 import { backendTypes, defaultMounts } from './engines.ts';
 import { buildApp } from './http/app.ts';
-import { readTls, storageUrl, type Settings } from './settings.ts';
+import { apiAddress, readTls, storageUrl, type Settings } from './settings.ts';
 
 export interface Server {
   core: Core;
@@ -73,7 +74,7 @@ export async function createServer(settings: Settings, logger: Logger, overrides
     maxLeaseTtl: settings.STRONGROOM_MAX_LEASE_TTL,
     revokeRetry: { baseDelayMs: settings.STRONGROOM_REVOKE_RETRY_BASE * 1000, maxAttempts: settings.STRONGROOM_REVOKE_MAX_ATTEMPTS },
     backends: overrides.backends ?? backendTypes,
-    builtins: { system: systemBackend, token: tokenBackend },
+    builtins: { system: systemBackend, token: tokenBackend, identity: identityBackend({ defaultIssuer: apiAddress(settings) }) },
     defaultMounts,
   });
   let unsealKey: Buffer;

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { parseDurationSecond } from './core/durations.ts';
+import { validateIssuer } from './core/oidc/issuer.ts';
 
 /**
  * Every server knob, from environment variables or matching flags (`--max-request-size 1048576` sets
@@ -33,7 +34,18 @@ export const settingsSchema = z.object({
   STRONGROOM_REVOKE_RETRY_BASE: duration('STRONGROOM_REVOKE_RETRY_BASE').default(10),
   STRONGROOM_REVOKE_MAX_ATTEMPTS: z.coerce.number().int().positive().default(6),
 }).refine((s) => s.STRONGROOM_DEFAULT_LEASE_TTL <= s.STRONGROOM_MAX_LEASE_TTL, { message: 'STRONGROOM_DEFAULT_LEASE_TTL must not exceed STRONGROOM_MAX_LEASE_TTL' })
-  .refine((s) => !s.STRONGROOM_TLS_CERT_FILE === !s.STRONGROOM_TLS_KEY_FILE, { message: 'STRONGROOM_TLS_CERT_FILE and STRONGROOM_TLS_KEY_FILE go together' });
+  .refine((s) => !s.STRONGROOM_TLS_CERT_FILE === !s.STRONGROOM_TLS_KEY_FILE, { message: 'STRONGROOM_TLS_CERT_FILE and STRONGROOM_TLS_KEY_FILE go together' })
+  // It doubles as the default OIDC issuer, which Vault restricts to an origin.
+  .refine((s) => s.STRONGROOM_API_ADDR === undefined || isOrigin(s.STRONGROOM_API_ADDR), { message: 'STRONGROOM_API_ADDR must include only a scheme, host and optional port (e.g. https://strongroom.example.com:8200)' });
+
+function isOrigin(url: string): boolean {
+  try {
+    validateIssuer(url);
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 export type Settings = z.infer<typeof settingsSchema>;
 
@@ -57,6 +69,11 @@ export class SettingsError extends Error {}
 
 export function storageUrl(s: Settings): string {
   return s.STRONGROOM_STORAGE ?? (s.STRONGROOM_DEV ? 'memory' : 'sqlite:./data/strongroom.db');
+}
+
+/** Where clients (and cloud directories fetching our OIDC keys) reach this server. */
+export function apiAddress(s: Settings): string {
+  return s.STRONGROOM_API_ADDR ? validateIssuer(s.STRONGROOM_API_ADDR) : `${s.STRONGROOM_TLS_CERT_FILE ? 'https' : 'http'}://${s.STRONGROOM_ADDR}`;
 }
 
 export function readTls(s: Settings): { cert: Buffer; key: Buffer } | undefined {

@@ -1,0 +1,17 @@
+import type { Core } from '../../core/core.ts';
+import type { BackendFactory } from '../../core/framework.ts';
+import { PluginIdentityIssuer } from '../../core/oidc/issuer.ts';
+import { oidcConfigPaths } from './oidc-config.ts';
+import { oidcDiscoveryPaths } from './oidc-discovery.ts';
+import { oidcKeyPaths } from './oidc-keys.ts';
+
+/**
+ * The `identity/` backend: the plugin identity token issuer. Its keys live in this mount's barrier view, and
+ * the core's `identityTokens` is pointed at the issuer so every mount's system view can ask for tokens.
+ */
+export const identityBackend = (opts: { defaultIssuer: string }) => (core: Core): BackendFactory => (ctx) => {
+  const issuer = new PluginIdentityIssuer({ storage: ctx.storage.sub('oidc/'), clock: ctx.clock, defaultIssuer: opts.defaultIssuer });
+  core.identityTokens = issuer;
+  // Discovery first: its fixed paths must win over the key and config patterns.
+  return { paths: [...oidcDiscoveryPaths(issuer), ...oidcConfigPaths(issuer), ...oidcKeyPaths(issuer, core)] };
+};

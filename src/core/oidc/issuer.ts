@@ -1,0 +1,204 @@
+import { SignJWT, importJWK, type JWK } from 'jose';
+import { z } from 'zod';
+import type { Clock } from '../clock.ts';
+import { BadRequestError, NotFoundError } from '../errors.ts';
+import { KeyedLock } from '../keyed-lock.ts';
+import type { MountEntry } from '../mounts.ts';
+import type { StorageView } from '../storage/view.ts';
+import { DEFAULT_KEY_NAME, KEY_DEFAULTS, KeyStore, current, newNamedKey, publicKeys, rotated, type NamedKey, type SigningAlgorithm } from './keys.ts';
+
+export const PLUGIN_ISSUER_PATH = '/v1/identity/oidc/plugins';
+export const MAX_AUDIENCE_LENGTH = 600;
+export const DEFAULT_TOKEN_TTL = 3600;
+/** The private claim naming the mount a plugin identity token speaks for. */
+export const MOUNT_CLAIM = 'strongroom';
+
+const ISSUER_RULE = 'invalid issuer, which must include only a scheme, host, and optional port (e.g. https://example.com:8200)';
+
+/** Scheme, host and optional port only (Vault's rule); returns the canonical form without a trailing slash. */
+export function validateIssuer(raw: string): string {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new BadRequestError(ISSUER_RULE);
+  }
+  const pathless = url.pathname === '/' && !/[?#]/.test(raw);
+  if (!['http:', 'https:'].includes(url.protocol) || url.username || url.password || !pathless) throw new BadRequestError(ISSUER_RULE);
+  return `${url.protocol}//${url.host}`;
+}
+
+export function validateAudience(audience: string): void {
+  if (audience === '') throw new BadRequestError('invalid value for field "identity_token_audience": must not be empty to generate a plugin identity token');
+  if (audience.length >= MAX_AUDIENCE_LENGTH) throw new BadRequestError(`invalid value for field "identity_token_audience": must be shorter than ${MAX_AUDIENCE_LENGTH} characters`);
+}
+
+export interface KeySettings {
+  algorithm: SigningAlgorithm;
+  rotationPeriod: number;
+  verificationTtl: number;
+}
+
+/** Vault's bounds: rotation at most once a minute; a verifier need not keep more than ten generations. */
+export function validateKeyTimings(s: Pick<KeySettings, 'rotationPeriod' | 'verificationTtl'>): void {
+  if (s.rotationPeriod < 60) throw new BadRequestError('invalid value for field "rotation_period": must be at least one minute');
+  if (s.verificationTtl <= 0) throw new BadRequestError('invalid value for field "verification_ttl": must be positive');
+  if (s.verificationTtl > 10 * s.rotationPeriod) throw new BadRequestError('invalid value for field "verification_ttl": cannot be longer than 10x rotation_period');
+}
+
+const configSchema = z.object({ issuer: z.string() });
+
+export interface IssuerOptions {
+  /** The identity mount's own view; the barrier encrypts everything in it. */
+  storage: StorageView;
+  clock: Clock;
+  /** Issuer base when `identity/oidc/config` sets none (STRONGROOM_API_ADDR or the listen address). */
+  defaultIssuer: string;
+}
+
+/**
+ * The plugin workload identity issuer: signs tokens that say "this request comes from mount X", which a cloud
+ * directory trusts through a federated credential after fetching the discovery document and keys below.
+ */
+export class PluginIdentityIssuer {
+  readonly #view: StorageView;
+  readonly #keys: KeyStore;
+  readonly #clock: Clock;
+  readonly #defaultIssuer: string;
+  readonly #locks = new KeyedLock();
+
+  constructor(opts: IssuerOptions) {
+    this.#view = opts.storage;
+    this.#keys = new KeyStore(opts.storage);
+    this.#clock = opts.clock;
+    this.#defaultIssuer = opts.defaultIssuer;
+  }
+
+  // ---- issuer configuration ----------------------------------------------------------------------
+
+  /** The configured base issuer, "" when the server default applies. */
+  async configuredIssuer(): Promise<string> {
+    return (await this.#view.getJson('config', (raw) => configSchema.parse(raw)))?.issuer ?? '';
+  }
+
+  /** An empty value returns to the server default. */
+  async setIssuer(raw: string): Promise<void> {
+    await this.#view.putJson('config', { issuer: raw === '' ? '' : validateIssuer(raw) });
+  }
+
+  async pluginIssuer(): Promise<string> {
+    return `${(await this.configuredIssuer()) || this.#defaultIssuer}${PLUGIN_ISSUER_PATH}`;
+  }
+
+  async discovery(): Promise<Record<string, unknown>> {
+    const issuer = await this.pluginIssuer();
+    return {
+      issuer,
+      jwks_uri: `${issuer}/.well-known/keys`,
+      response_types_supported: ['id_token'],
+      subject_types_supported: ['public'],
+      id_token_signing_alg_values_supported: ['RS256', 'RS384', 'RS512', 'ES256', 'ES384', 'ES512', 'EdDSA'],
+    };
+  }
+
+  /** Every key's publishable halves and how long a verifier may cache them (until the next change). */
+  async jwks(): Promise<{ keys: JWK[]; maxAgeSeconds: number | undefined }> {
+    const now = this.#clock.now();
+    const keys: JWK[] = [];
+    let nextChange = Infinity;
+    for (const name of await this.#keys.names()) {
+      const key = await this.#current(name);
+      if (!key) continue;
+      keys.push(...publicKeys(key, now));
+      nextChange = Math.min(nextChange, key.next_rotation, ...key.retired.map((r) => r.expire_at));
+    }
+    return { keys, maxAgeSeconds: keys.length ? Math.max(0, Math.floor((nextChange - now) / 1000)) : undefined };
+  }
+
+  // ---- named keys --------------------------------------------------------------------------------
+
+  async readKey(name: string): Promise<NamedKey | undefined> {
+    return this.#current(name);
+  }
+
+  listKeys(): Promise<string[]> {
+    return this.#keys.names();
+  }
+
+  /** Creates the key, or applies the given changes; a new algorithm takes effect through an immediate rotation. */
+  async writeKey(name: string, changes: Partial<KeySettings>): Promise<void> {
+    await this.#locks.run(name, async () => {
+      const now = this.#clock.now();
+      const existing = await this.#keys.get(name);
+      if (!existing) {
+        const settings = { algorithm: changes.algorithm ?? KEY_DEFAULTS.algorithm, rotationPeriod: changes.rotationPeriod ?? KEY_DEFAULTS.rotationPeriod, verificationTtl: changes.verificationTtl ?? KEY_DEFAULTS.verificationTtl };
+        validateKeyTimings(settings);
+        await this.#keys.put(await newNamedKey(name, settings, now));
+        return;
+      }
+      const rotationPeriod = changes.rotationPeriod ?? existing.rotation_period;
+      const verificationTtl = changes.verificationTtl ?? existing.verification_ttl;
+      validateKeyTimings({ rotationPeriod, verificationTtl });
+      let key: NamedKey = { ...existing, rotation_period: rotationPeriod, verification_ttl: verificationTtl };
+      if (rotationPeriod !== existing.rotation_period) key.next_rotation = now + rotationPeriod * 1000;
+      if (changes.algorithm && changes.algorithm !== existing.algorithm) key = await rotated({ ...key, algorithm: changes.algorithm }, now);
+      await this.#keys.put(key);
+    });
+  }
+
+  /** Rotates now; `verificationTtl` overrides how long the outgoing key stays published. */
+  async rotateKey(name: string, verificationTtl?: number): Promise<void> {
+    await this.#locks.run(name, async () => {
+      const key = await this.#keys.get(name);
+      if (!key) throw new NotFoundError(`no OIDC key named "${name}"`);
+      await this.#keys.put(await rotated(key, this.#clock.now(), verificationTtl));
+    });
+  }
+
+  async deleteKey(name: string): Promise<void> {
+    await this.#locks.run(name, () => this.#keys.delete(name));
+  }
+
+  // ---- plugin identity tokens --------------------------------------------------------------------
+
+  /**
+   * Signs a token for a mount with its `identity_token_key` (default "default", created on first use). The
+   * TTL is capped at the key's verification TTL so the signing key is still published when the token is
+   * checked; the caller learns the TTL actually granted.
+   */
+  async generate(entry: MountEntry, audience: string, ttlSeconds: number): Promise<{ token: string; ttl: number }> {
+    validateAudience(audience);
+    const keyName = entry.config.identity_token_key || DEFAULT_KEY_NAME;
+    const key = await this.#current(keyName, keyName === DEFAULT_KEY_NAME);
+    if (!key) throw new BadRequestError(`invalid value for field "identity_token_key": no OIDC key named "${keyName}" exists (create it at identity/oidc/key/${keyName})`);
+    const ttl = Math.min(ttlSeconds > 0 ? ttlSeconds : DEFAULT_TOKEN_TTL, key.verification_ttl);
+    const now = Math.floor(this.#clock.now() / 1000);
+    const token = await new SignJWT({ [MOUNT_CLAIM]: { class: entry.class, accessor: entry.accessor, path: entry.path } })
+      .setProtectedHeader({ alg: key.signing.algorithm, kid: key.signing.kid, typ: 'JWT' })
+      .setIssuer(await this.pluginIssuer())
+      .setSubject(`plugin-identity:root:${entry.class}:${entry.accessor}`)
+      .setAudience(audience)
+      .setIssuedAt(now)
+      .setNotBefore(now)
+      .setExpirationTime(now + ttl)
+      .sign(await importJWK(key.signing.private_jwk, key.signing.algorithm));
+    return { token, ttl };
+  }
+
+  /** The key as of now, rotating and pruning first (persisted, under the key's lock). */
+  async #current(name: string, createMissing = false): Promise<NamedKey | undefined> {
+    return this.#locks.run(name, async () => {
+      const now = this.#clock.now();
+      const stored = await this.#keys.get(name);
+      if (!stored) {
+        if (!createMissing) return undefined;
+        const created = await newNamedKey(name, KEY_DEFAULTS, now);
+        await this.#keys.put(created);
+        return created;
+      }
+      const { key, changed } = await current(stored, now);
+      if (changed) await this.#keys.put(key);
+      return key;
+    });
+  }
+}
