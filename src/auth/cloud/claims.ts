@@ -79,7 +79,7 @@ export const scaleSetId = (p: Placement, name: string): string =>
 export function isScaleSetInstance(claim: string, p: Placement, vmss: string): boolean {
   const set = normalise(scaleSetId(p, vmss));
   const c = normalise(claim);
-  if (c === set || /^\/virtualmachines\/[^/]+$/.test(c.slice(set.length)) && c.startsWith(`${set}/`)) return true;
+  if (c === set || (c.startsWith(`${set}/`) && /^\/virtualmachines\/[^/]+$/.test(c.slice(set.length)))) return true;
   const vm = parseResourceId(claim);
   if (!vm || vm.namespace.toLowerCase() !== 'microsoft.compute' || vm.type.toLowerCase() !== 'virtualmachines') return false;
   const prefix = `${vmss.toLowerCase()}_`;
