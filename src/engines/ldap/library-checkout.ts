@@ -1,0 +1,235 @@
+/**
+ * Library check-out and check-in: `library/:set/check-out`, `library/:set/check-in`,
+ * `library/manage/:set/check-in`, `library/:set/status`, and the lease type of a check-out.
+ *
+ * Every state change of an account is a compare-and-set on its record (library-store.ts), never a
+ * read-then-write, so concurrency control survives restarts and works across servers on one database.
+ * Check-in first claims the account (`lent` → `returning`), then changes the password under the
+ * write-ahead log, then records it as `available`: whoever wins the claim is the only writer until
+ * the account is available again, and an interrupted check-in is finished at start-up or by the next
+ * check-in or lease revocation of the same loan.
+ */
+import { BadRequestError, NotFoundError, PermissionDeniedError } from '../../core/errors.ts';
+import { field } from '../../core/fields.ts';
+import { definePath, type BackendRequest, type CallerInfo, type LeaseView, type SecretType } from '../../core/framework.ts';
+import type { LdapEngine, LdapEnginePart } from './config.ts';
+import {
+  SET_NAME, listAccountNames, putAccountOp, readAccount, readLibrarySet, swapAccount,
+  type AccountState, type Borrower, type LentAccount, type LibrarySet,
+} from './library-store.ts';
+import { changePasswordWithWal } from './rotation.ts';
+
+export const CHECKOUT_SECRET_TYPE = 'ldap_library_checkout';
+
+type Engine = Pick<LdapEngine, 'ctx' | 'storage' | 'clock' | 'connections' | 'locks'>;
+
+/** Set names are lower-cased on every path, as in Vault. */
+export const setName = (req: Pick<BackendRequest, 'params'>): string => req.params.name!.toLowerCase();
+
+/** The WAL target of an account's password (one per account, whichever set it is in). */
+export const accountWalTarget = (account: string): string => `library/${encodeURIComponent(account)}`;
+
+/**
+ * Seconds a check-out lasts. The set's ttl caps any request; 0 (asked for, or the set's default) means
+ * unlimited, i.e. as long as the mount allows. The core then caps the lease by the set's max_ttl.
+ */
+export function checkoutTtl(set: Pick<LibrarySet, 'ttl'>, requested: number | undefined, mountMaxTtl: number): number {
+  const ttl = requested === undefined || requested === 0 ? set.ttl : set.ttl > 0 ? Math.min(requested, set.ttl) : requested;
+  return ttl > 0 ? ttl : mountMaxTtl;
+}
+
+export function isBorrower(borrower: Borrower, caller: CallerInfo | undefined): boolean {
+  if (!caller) return false;
+  return (borrower.entity_id !== '' && borrower.entity_id === caller.entityId) || (borrower.accessor !== '' && borrower.accessor === caller.accessor);
+}
+
+/** A new member: its password is set now, so the service is the only holder (Vault's initial check-in). */
+export async function enrollAccount(engine: Engine, name: string, dn: string): Promise<void> {
+  await changePasswordWithWal(engine, {
+    target: accountWalTarget(name),
+    account: { dn },
+    commit: (password, changedDn) => [putAccountOp({ state: 'available', name, dn: changedDn, password })],
+  });
+}
+
+/**
+ * Checks an account in if `accept` says the loan is the one meant: claims it, rotates the password
+ * (so the borrower's copy stops working), records it available and ends the borrower's lease.
+ * Returns false when there was nothing to check in (already available, or lent under another loan).
+ */
+export async function checkInAccount(engine: Engine, name: string, accept: (account: LentAccount) => boolean): Promise<boolean> {
+  // In-process serialisation of one account's check-ins; the claim below is what guards across servers.
+  return engine.locks.run(`library-account/${name}`, async () => {
+    const snapshot = await readAccount(engine.storage, name);
+    if (!snapshot || snapshot.state.state === 'available' || !accept(snapshot.state)) return false;
+    let account: LentAccount = snapshot.state;
+    if (account.state === 'lent') {
+      const claimed: LentAccount = { ...account, state: 'returning' };
+      if (!(await swapAccount(engine.storage, snapshot, claimed))) return false;
+      account = claimed;
+    }
+    await changePasswordWithWal(engine, {
+      target: accountWalTarget(name),
+      account: { dn: account.dn },
+      commit: (password, dn) => [putAccountOp({ state: 'available', name, dn, password })],
+    });
+    // Ends the borrower's lease so it cannot later revoke anything; a failure here is harmless because
+    // that lease's revoke only acts on an account still lent under it.
+    await engine.ctx.system.forgetLease(account.borrower.lease_id).catch((err: unknown) => {
+      engine.ctx.logger.warn({ err: { message: (err as Error).message }, account: name }, 'ending the lease of a checked-in account failed');
+    });
+    return true;
+  });
+}
+
+/** Finishes check-ins that a crash or a directory failure interrupted. */
+async function resumeCheckIns(engine: Engine): Promise<void> {
+  for (const name of await listAccountNames(engine.storage)) {
+    const snapshot = await readAccount(engine.storage, name);
+    if (snapshot?.state.state !== 'returning') continue;
+    await checkInAccount(engine, name, (account) => account.state === 'returning').catch((err: unknown) => {
+      engine.ctx.logger.warn({ err: { message: (err as Error).message }, account: name }, 'resuming an interrupted check-in failed; the lease or the next check-in retries it');
+    });
+  }
+}
+
+async function requireSet(engine: Engine, name: string): Promise<LibrarySet> {
+  const set = await readLibrarySet(engine.storage, name);
+  if (!set) throw new NotFoundError(`library set "${name}" does not exist`);
+  return set;
+}
+
+function statusEntry(account: AccountState | undefined): Record<string, unknown> {
+  if (account?.state === 'available') return { available: true };
+  if (!account) return { available: false };
+  // The token is never stored; its accessor identifies it (auth/token/lookup-accessor, revoke-accessor).
+  return { available: false, borrower_client_token: account.borrower.accessor, borrower_entity_id: account.borrower.entity_id };
+}
+
+/** Which accounts a check-in acts on; throws before anything changes when one may not be checked in. */
+async function checkInTargets(engine: Engine, setNameValue: string, set: LibrarySet, requested: string[] | undefined, mayCheckIn: (b: Borrower) => boolean): Promise<string[]> {
+  if (requested && requested.length > 0) {
+    const members = new Map(set.service_account_names.map((m) => [m.toLowerCase(), m]));
+    const names: string[] = [];
+    for (const wanted of requested) {
+      const member = members.get(wanted.toLowerCase());
+      if (!member) throw new BadRequestError(`invalid value for field "service_account_names": "${wanted}" is not a member of library set "${setNameValue}"`);
+      if (!names.includes(member)) names.push(member);
+    }
+    for (const name of names) {
+      const account = (await readAccount(engine.storage, name))?.state;
+      if (account && account.state !== 'available' && !mayCheckIn(account.borrower)) {
+        throw new PermissionDeniedError(`"${name}" can't be checked in because it wasn't checked out by the caller`);
+      }
+    }
+    return names;
+  }
+  const mine: string[] = [];
+  for (const name of set.service_account_names) {
+    const account = (await readAccount(engine.storage, name))?.state;
+    if (account && account.state !== 'available' && mayCheckIn(account.borrower)) mine.push(name);
+  }
+  if (mine.length > 1) throw new BadRequestError('when several service accounts are checked out, "service_account_names" must name the ones to check in');
+  return mine;
+}
+
+const checkInFields = {
+  service_account_names: field.commaList('Accounts to check in; may be omitted when the caller has exactly one checked out.'),
+};
+
+export function libraryCheckoutPart(engine: Engine): LdapEnginePart {
+  const { storage } = engine;
+
+  const checkIn = (force: boolean) => async (req: BackendRequest<typeof checkInFields>) => {
+    const name = setName(req);
+    const set = await requireSet(engine, name);
+    const mayCheckIn = (b: Borrower) => force || set.disable_check_in_enforcement || isBorrower(b, req.caller);
+    const targets = await checkInTargets(engine, name, set, req.data.service_account_names, mayCheckIn);
+    const checkIns: string[] = [];
+    for (const account of targets) {
+      if (await checkInAccount(engine, account, (a) => mayCheckIn(a.borrower))) checkIns.push(account);
+    }
+    return { data: { check_ins: checkIns } };
+  };
+
+  const secret: SecretType = {
+    type: CHECKOUT_SECRET_TYPE,
+    async renew(lease: LeaseView) {
+      const { set_name: set, service_account_name: account } = lease.internal as { set_name: string; service_account_name: string };
+      const current = await readLibrarySet(storage, set);
+      if (!current) throw new BadRequestError(`library set "${set}" does not exist`);
+      const snapshot = await readAccount(storage, account);
+      if (snapshot?.state.state !== 'lent' || snapshot.state.borrower.lease_id !== lease.id) {
+        throw new BadRequestError(`"${account}" is already checked in; check out again to borrow an account`);
+      }
+      return { maxTtl: current.max_ttl };
+    },
+    async revoke(lease: LeaseView) {
+      const account = String(lease.internal.service_account_name);
+      // Only this loan: after a check-in the account may already be lent to someone else.
+      await checkInAccount(engine, account, (a) => a.borrower.lease_id === lease.id);
+    },
+  };
+
+  return {
+    paths: [
+      definePath({
+        pattern: `library/manage/(?<name>${SET_NAME})/check-in`,
+        description: 'Forced check-in of a library set\'s accounts, whoever borrowed them (grant to highly privileged callers only).',
+        fields: checkInFields,
+        operations: { update: checkIn(true) },
+      }),
+      definePath({
+        pattern: `library/(?<name>${SET_NAME})/check-in`,
+        description: 'Checks accounts in: the password is rotated and the borrower\'s lease ends.',
+        fields: checkInFields,
+        operations: { update: checkIn(false) },
+      }),
+      definePath({
+        pattern: `library/(?<name>${SET_NAME})/check-out`,
+        description: 'Checks out an available account of the set; 400 when none is free.',
+        fields: { ttl: field.duration('Length of the check-out; capped at the set\'s ttl. 0 means unlimited where the set allows.') },
+        operations: {
+          update: async (req) => {
+            const name = setName(req);
+            const set = await requireSet(engine, name);
+            const ttl = checkoutTtl(set, req.has('ttl') ? req.data.ttl : undefined, engine.ctx.system.maxLeaseTtl());
+            const borrower: Borrower = {
+              entity_id: req.caller?.entityId ?? '', accessor: req.caller?.accessor ?? '', lease_id: req.leaseId, set: name, checked_out_at: engine.clock.now(),
+            };
+            for (const account of set.service_account_names) {
+              // A failed swap means another check-out (or a set update) changed the record: look again.
+              for (let snapshot = await readAccount(storage, account); snapshot?.state.state === 'available'; snapshot = await readAccount(storage, account)) {
+                const { password, dn } = snapshot.state;
+                if (await swapAccount(storage, snapshot, { state: 'lent', name: account, dn, password, borrower })) {
+                  return {
+                    data: { service_account_name: account, password },
+                    secret: { type: CHECKOUT_SECRET_TYPE, ttl, maxTtl: set.max_ttl, renewable: true, internal: { set_name: name, service_account_name: account } },
+                  };
+                }
+              }
+            }
+            throw new BadRequestError('No service accounts available for check-out.');
+          },
+        },
+      }),
+      definePath({
+        pattern: `library/(?<name>${SET_NAME})/status`,
+        description: 'Availability of each account of the set, with the borrower of those checked out.',
+        operations: {
+          read: async (req) => {
+            const set = await requireSet(engine, setName(req));
+            const data: Record<string, unknown> = {};
+            for (const account of set.service_account_names) data[account] = statusEntry((await readAccount(storage, account))?.state);
+            return { data };
+          },
+        },
+      }),
+    ],
+    secrets: [secret],
+    async initialize() {
+      // In the background: an unreachable directory must not hold up start-up.
+      void resumeCheckIns(engine).catch((err: unknown) => engine.ctx.logger.warn({ err: { message: (err as Error).message } }, 'resuming check-ins failed'));
+    },
+  };
+}

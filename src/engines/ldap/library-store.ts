@@ -1,0 +1,96 @@
+/**
+ * Typed storage of library sets and of their accounts' check-out state.
+ *
+ * `library/<set>`            the set: members, TTLs, enforcement flag.
+ * `library-account/<acct>`   one record per member: its DN, current password, and where it is in the
+ *                            check-out cycle. The record is the unit of atomicity: every transition is a
+ *                            compare-and-set on its exact bytes, so two check-outs (on one server or on
+ *                            several sharing a database) can never both move the same account out of
+ *                            "available".
+ */
+import { z } from 'zod';
+import type { StorageCondition, StorageOp } from '../../core/storage/types.ts';
+import { jsonBytes, type StorageView } from '../../core/storage/view.ts';
+
+/** Same grammar as Vault's set names: word characters at both ends, `-` `.` `/` inside. */
+export const SET_NAME = String.raw`\w(?:[\w./-]*\w)?`;
+
+const librarySetSchema = z.object({
+  service_account_names: z.array(z.string()).min(1),
+  /** Seconds; 0 = unlimited (as long as the mount allows). */
+  ttl: z.number().int().nonnegative(),
+  max_ttl: z.number().int().nonnegative(),
+  disable_check_in_enforcement: z.boolean(),
+});
+export type LibrarySet = z.infer<typeof librarySetSchema>;
+
+const borrowerSchema = z.object({
+  /** Empty when the borrowing token has no entity (e.g. the root token). */
+  entity_id: z.string(),
+  /** The borrowing token's accessor; the token itself is never stored. */
+  accessor: z.string(),
+  lease_id: z.string(),
+  set: z.string(),
+  checked_out_at: z.number(),
+});
+export type Borrower = z.infer<typeof borrowerSchema>;
+
+/**
+ * `available` → (check-out) → `lent` → (check-in, lease end) → `returning` → (password changed) → `available`.
+ * `returning` is the claim that makes exactly one actor rotate and record the password; it keeps the
+ * borrower so an interrupted check-in can be finished by whoever could have started it.
+ */
+const accountStateSchema = z.discriminatedUnion('state', [
+  z.object({ state: z.literal('available'), name: z.string(), dn: z.string(), password: z.string() }),
+  z.object({ state: z.literal('lent'), name: z.string(), dn: z.string(), password: z.string(), borrower: borrowerSchema }),
+  z.object({ state: z.literal('returning'), name: z.string(), dn: z.string(), password: z.string(), borrower: borrowerSchema }),
+]);
+export type AccountState = z.infer<typeof accountStateSchema>;
+export type LentAccount = Extract<AccountState, { state: 'lent' | 'returning' }>;
+
+/** A record together with the bytes it was read from, which a compare-and-set must still find. */
+export interface AccountSnapshot {
+  state: AccountState;
+  raw: Buffer;
+}
+
+const setKey = (name: string) => `library/${name}`;
+const ACCOUNT_PREFIX = 'library-account/';
+/** Account names may hold any character (`/` included); encoding keeps one flat key per account. */
+const accountKey = (name: string) => `${ACCOUNT_PREFIX}${encodeURIComponent(name)}`;
+
+export async function readLibrarySet(storage: StorageView, name: string): Promise<LibrarySet | undefined> {
+  return storage.getJson(setKey(name), (raw) => librarySetSchema.parse(raw));
+}
+
+/** Direct children below a folder; sub-folders end in "/". */
+export async function listLibrarySets(storage: StorageView, folder: string): Promise<string[]> {
+  return storage.list(setKey(folder));
+}
+
+export async function allLibrarySetNames(storage: StorageView): Promise<string[]> {
+  return (await storage.listRecursive('library/')).map((key) => key.slice('library/'.length));
+}
+
+export const putLibrarySetOp = (name: string, set: LibrarySet): StorageOp => ({ type: 'put', key: setKey(name), value: jsonBytes(librarySetSchema.parse(set)) });
+export const deleteLibrarySetOp = (name: string): StorageOp => ({ type: 'delete', key: setKey(name) });
+
+export async function readAccount(storage: StorageView, name: string): Promise<AccountSnapshot | undefined> {
+  const raw = await storage.get(accountKey(name));
+  if (raw === undefined) return undefined;
+  return { state: accountStateSchema.parse(JSON.parse(raw.toString('utf8'))), raw };
+}
+
+export async function listAccountNames(storage: StorageView): Promise<string[]> {
+  return (await storage.list(ACCOUNT_PREFIX)).map((key) => decodeURIComponent(key));
+}
+
+export const putAccountOp = (state: AccountState): StorageOp => ({ type: 'put', key: accountKey(state.name), value: jsonBytes(accountStateSchema.parse(state)) });
+export const deleteAccountOp = (name: string): StorageOp => ({ type: 'delete', key: accountKey(name) });
+/** Guard: the account record still holds exactly what `snapshot` saw. */
+export const unchangedAccount = (name: string, snapshot: AccountSnapshot): StorageCondition => ({ key: accountKey(name), expected: snapshot.raw });
+
+/** Moves an account from what `snapshot` saw to `next`; false when someone else changed it first. */
+export async function swapAccount(storage: StorageView, snapshot: AccountSnapshot, next: AccountState): Promise<boolean> {
+  return storage.transaction([putAccountOp(next)], [unchangedAccount(snapshot.state.name, snapshot)]);
+}
