@@ -120,6 +120,8 @@ export class Core {
       await this.barrier.unseal(unsealKey);
       await this.tokens.load();
       await this.policies.ensureDefault();
+      // A built-in added after the store was initialised (identity/) still gets its mount.
+      await this.#mountBuiltins();
     }
     await this.mounts.load();
     for (const entry of this.mounts.all()) if (!this.#mounted.has(entry.uuid)) await this.#instantiate(entry);
@@ -151,8 +153,8 @@ export class Core {
       ['auth/token/', 'token', 'auth', 'token based credentials'],
       ['identity/', 'identity', 'secret', 'identity store and plugin workload identity issuer'],
     ] as const) {
-      if (!this.options.builtins[type]) continue;
       await this.mounts.load();
+      if (!this.options.builtins[type] || this.mounts.get(path)) continue;
       const entry = this.mounts.prepare(path, type, cls, description, { default_lease_ttl: 0, max_lease_ttl: 0 }, true);
       await this.mounts.add(entry);
     }
