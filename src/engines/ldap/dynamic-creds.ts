@@ -1,33 +1,15 @@
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import { BadRequestError, NotFoundError, StrongroomError } from '../../core/errors.ts';
-import { definePath, type LeaseView, type PathDefinition, type SecretType } from '../../core/framework.ts';
-import type { StorageView } from '../../core/storage/view.ts';
+import { definePath, type LeaseView, type PathDefinition, type SecretType, type SystemView } from '../../core/framework.ts';
 import { parseLdif, type LdifRecord } from '../../lib/ldif/index.ts';
 import type { LdapClient, LdifExecResult } from '../../providers/ldap/client.ts';
 import { scrub } from '../../providers/ldap/errors.ts';
 import { DYNAMIC_ROLE_NAME, readDynamicRole, roleName, type DynamicRole } from './dynamic-roles.ts';
-import { DEFAULT_USERNAME_TEMPLATE, renderLdifTemplate, type DynamicTemplates, type LdifField, type LdifTemplateData } from './dynamic-templates.ts';
+import { generatePassword, type LdapEngine, type LdapEnginePart } from './config.ts';
+import { DEFAULT_USERNAME_TEMPLATE, DynamicTemplates, renderLdifTemplate, type LdifField, type LdifTemplateData } from './dynamic-templates.ts';
 
 export const DYNAMIC_CREDS_SECRET_TYPE = 'dynamic_creds';
-
-/** What dynamic credentials need from the engine's configuration. */
-export interface DirectoryAccess {
-  /** The client for the current configuration; throws a 4xx when the engine is not configured. */
-  client(): Promise<Pick<LdapClient, 'executeLdif'>>;
-  /** A password from the configured generator (password_policy, length, or the default). */
-  generatePassword(): Promise<string>;
-}
-
-export interface DynamicCredsDeps {
-  storage: StorageView;
-  templates: DynamicTemplates;
-  directory: DirectoryAccess;
-  logger: Logger;
-  now(): number;
-  defaultLeaseTtl(): number;
-  maxLeaseTtl(): number;
-}
 
 /**
  * Everything revoke needs, copied at issue time so that editing or deleting the role changes nothing
@@ -48,9 +30,9 @@ function parseLeaseInternal(lease: LeaseView): LeaseInternal {
 }
 
 /** The lease TTL the core will grant, computed here too so .ExpirationTime matches the real lease. */
-function effectiveTtl(role: DynamicRole, deps: Pick<DynamicCredsDeps, 'defaultLeaseTtl' | 'maxLeaseTtl'>): number {
-  const ttl = role.default_ttl || deps.defaultLeaseTtl();
-  const caps = [role.max_ttl, deps.maxLeaseTtl()].filter((n) => n > 0);
+function effectiveTtl(role: DynamicRole, system: SystemView): number {
+  const ttl = role.default_ttl || system.defaultLeaseTtl();
+  const caps = [role.max_ttl, system.maxLeaseTtl()].filter((n) => n > 0);
   return caps.length ? Math.min(ttl, ...caps) : ttl;
 }
 
@@ -83,7 +65,14 @@ function renderAll(role: DynamicRole, templates: DynamicTemplates, data: LdifTem
   };
 }
 
-export function dynamicCredsPaths(deps: DynamicCredsDeps): PathDefinition[] {
+type Engine = Pick<LdapEngine, 'ctx' | 'storage' | 'clock' | 'connections'>;
+
+export function dynamicCredsPart(engine: Engine): LdapEnginePart {
+  const templates = new DynamicTemplates(() => engine.clock.now());
+  return { paths: credsPaths(engine, templates), secrets: [dynamicCredsSecret(engine)] };
+}
+
+function credsPaths(engine: Engine, templates: DynamicTemplates): PathDefinition[] {
   return [
     definePath({
       pattern: `creds/(?<name>${DYNAMIC_ROLE_NAME})`,
@@ -91,18 +80,18 @@ export function dynamicCredsPaths(deps: DynamicCredsDeps): PathDefinition[] {
       operations: {
         read: async (req) => {
           const name = roleName(req);
-          const role = await readDynamicRole(deps.storage, name);
+          const role = await readDynamicRole(engine.storage, name);
           if (!role) throw new NotFoundError(`dynamic role "${name}" not found`);
-          const client = await deps.directory.client();
+          const { config, client } = await engine.connections.get();
 
           const displayName = req.caller?.displayName ?? '';
-          const username = deps.templates.renderUsername(deps.templates.username(role.username_template || DEFAULT_USERNAME_TEMPLATE), { DisplayName: displayName, RoleName: name });
-          const password = await deps.directory.generatePassword();
-          const ttl = effectiveTtl(role, deps);
-          const data = templateData({ Username: username, Password: password, RoleName: name, DisplayName: displayName }, deps.now(), ttl);
-          const { creation, rollback, deletionLdif } = renderAll(role, deps.templates, data);
+          const username = templates.renderUsername(templates.username(role.username_template || DEFAULT_USERNAME_TEMPLATE), { DisplayName: displayName, RoleName: name });
+          const password = await generatePassword(engine, config);
+          const ttl = effectiveTtl(role, engine.ctx.system);
+          const data = templateData({ Username: username, Password: password, RoleName: name, DisplayName: displayName }, engine.clock.now(), ttl);
+          const { creation, rollback, deletionLdif } = renderAll(role, templates, data);
 
-          await create(client, creation, rollback, { role: name, password, logger: deps.logger });
+          await create(client, creation, rollback, { role: name, password, logger: engine.ctx.logger });
 
           const internal: LeaseInternal = { role_name: name, username, distinguished_names: creation.map((r) => r.dn), deletion_ldif: deletionLdif };
           return {
@@ -120,7 +109,8 @@ async function create(client: Pick<LdapClient, 'executeLdif'>, creation: LdifRec
   if (created.ok) return;
   const messages = created.errors.map((e) => `failed to create user: ${e.message}`);
   if (rollback.length === 0) {
-    messages.push('no rollback_ldif is set, so entries created before the failure were left in place');
+    const applied = created.results.filter((r) => r.status === 'ok').map((r) => `"${r.dn}"`);
+    if (applied.length) messages.push(`no rollback_ldif is set, so these changes were left in place: ${applied.join(', ')}`);
   } else {
     const rolledBack = await client.executeLdif(rollback, 'continue-past-errors');
     messages.push(...rolledBack.errors.map((e) => `failed to roll back user creation: ${e.message}`));
@@ -130,20 +120,20 @@ async function create(client: Pick<LdapClient, 'executeLdif'>, creation: LdifRec
   throw failure(created, scrubbed);
 }
 
-export function dynamicCredsSecret(deps: Pick<DynamicCredsDeps, 'storage' | 'directory'>): SecretType {
+function dynamicCredsSecret(engine: Engine): SecretType {
   return {
     type: DYNAMIC_CREDS_SECRET_TYPE,
     async revoke(lease) {
       const internal = parseLeaseInternal(lease);
       const records = parseLdif(internal.deletion_ldif);
-      const client = await deps.directory.client();
+      const { client } = await engine.connections.get();
       // Every entry runs even after a failure; an entry (or group value) already gone counts as deleted.
       const result = await client.executeLdif(records, 'continue-past-errors');
       if (!result.ok) throw failure(result, result.errors.map((e) => `failed to delete user "${internal.username}": ${e.message}`));
     },
     async renew(lease) {
       const internal = parseLeaseInternal(lease);
-      const role = await readDynamicRole(deps.storage, internal.role_name);
+      const role = await readDynamicRole(engine.storage, internal.role_name);
       if (!role) throw new BadRequestError(`dynamic role "${internal.role_name}" no longer exists, so its credentials cannot be renewed`);
       return role.max_ttl > 0 ? { maxTtl: role.max_ttl } : undefined;
     },

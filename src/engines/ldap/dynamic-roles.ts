@@ -1,9 +1,9 @@
 import { z } from 'zod';
 import { BadRequestError } from '../../core/errors.ts';
 import { field } from '../../core/fields.ts';
-import { definePath, type BackendRequest, type PathDefinition } from '../../core/framework.ts';
-import { KeyedLock } from '../../core/keyed-lock.ts';
+import { definePath, type BackendRequest } from '../../core/framework.ts';
 import type { StorageView } from '../../core/storage/view.ts';
+import type { LdapEngine, LdapEnginePart } from './config.ts';
 import {
   decodeLdifInput,
   DEFAULT_USERNAME_TEMPLATE,
@@ -47,6 +47,12 @@ async function deleteDynamicRole(storage: StorageView, name: string): Promise<vo
 /** Direct children below a folder; sub-folders end in "/". */
 async function listDynamicRoles(storage: StorageView, folder: string): Promise<string[]> {
   return storage.list(roleKey(folder));
+}
+
+/** Every role name, folders expanded. */
+async function allDynamicRoleNames(storage: StorageView): Promise<string[]> {
+  const prefix = roleKey('');
+  return (await storage.listRecursive(prefix)).map((key) => key.slice(prefix.length));
 }
 
 const fields = {
@@ -111,51 +117,48 @@ export function mergeDynamicRole(existing: DynamicRole | undefined, req: Pick<Ba
   return role;
 }
 
-export interface DynamicRoleDeps {
-  storage: StorageView;
-  templates: DynamicTemplates;
-  now(): number;
-  mountMaxTtl(): number;
-}
-
-export function dynamicRolePaths(deps: DynamicRoleDeps): PathDefinition[] {
-  const locks = new KeyedLock();
+export function dynamicRolesPart(engine: Pick<LdapEngine, 'ctx' | 'storage' | 'clock' | 'locks' | 'configDependents'>): LdapEnginePart {
+  const { storage, clock, locks } = engine;
+  const templates = new DynamicTemplates(() => clock.now());
+  const lockKey = (name: string) => `role/${name}`;
+  // Outstanding leases need the config to delete their accounts, so roles keep it from being deleted.
+  engine.configDependents.push({ what: 'dynamic roles', names: () => allDynamicRoleNames(storage) });
 
   const write = (req: BackendRequest<RoleFields>) =>
-    locks.run(roleName(req), async () => {
+    locks.run(lockKey(roleName(req)), async () => {
       const name = roleName(req);
-      const role = mergeDynamicRole(await readDynamicRole(deps.storage, name), req);
-      validateDynamicRole(role, { name, templates: deps.templates, nowMs: deps.now(), mountMaxTtl: deps.mountMaxTtl() });
-      await writeDynamicRole(deps.storage, name, role);
+      const role = mergeDynamicRole(await readDynamicRole(storage, name), req);
+      validateDynamicRole(role, { name, templates, nowMs: clock.now(), mountMaxTtl: engine.ctx.system.maxLeaseTtl() });
+      await writeDynamicRole(storage, name, role);
       if (role.rollback_ldif === '') {
         return { warnings: ['rollback_ldif is not set: when creation_ldif fails part-way, the entries it already created stay in the directory'] };
       }
     });
 
-  return [
+  return { paths: [
     definePath({
       pattern: `role/(?<name>${DYNAMIC_ROLE_NAME})`,
       description: 'Dynamic roles: templated LDIF that creates an account per credential request and deletes it when the lease ends.',
       fields,
-      existenceCheck: async (req) => (await readDynamicRole(deps.storage, roleName(req))) !== undefined,
+      existenceCheck: async (req) => (await readDynamicRole(storage, roleName(req))) !== undefined,
       operations: {
         read: async (req) => {
-          const role = await readDynamicRole(deps.storage, roleName(req));
+          const role = await readDynamicRole(storage, roleName(req));
           if (!role) return;
           return { data: { ...role } };
         },
         create: write,
         update: write,
         // Outstanding leases keep their own copy of the deletion LDIF, so they are still cleaned up.
-        delete: (req) => locks.run(roleName(req), () => deleteDynamicRole(deps.storage, roleName(req))),
+        delete: (req) => locks.run(lockKey(roleName(req)), () => deleteDynamicRole(storage, roleName(req))),
       },
     }),
     definePath({
       pattern: 'role/(?<prefix>(?:.+/)?)',
       description: 'Lists dynamic roles below a folder; sub-folders end in "/".',
       operations: {
-        list: async (req) => ({ data: { keys: await listDynamicRoles(deps.storage, req.params.prefix!.toLowerCase()) } }),
+        list: async (req) => ({ data: { keys: await listDynamicRoles(storage, req.params.prefix!.toLowerCase()) } }),
       },
     }),
-  ];
+  ] };
 }
