@@ -1,8 +1,10 @@
 import { cloudAuthBackend } from './auth/cloud/index.ts';
 import type { BackendRegistry } from './core/core.ts';
+import { ldapBackend } from './engines/ldap/index.ts';
 
 /** Every engine and auth method type this build can mount. */
 export const backendTypes: BackendRegistry = { secret: {}, auth: {} };
+backendTypes.secret.ldap = ldapBackend();
 backendTypes.auth.cloud = cloudAuthBackend;
 
 /** Mounted on first initialisation when their type is registered. */

@@ -1,0 +1,390 @@
+/**
+ * `ldap/config`: the connection settings, their typed storage helpers, and the state every part of
+ * the engine shares (the cached directory client, locks, the managed-account registry).
+ */
+import { X509Certificate, createPrivateKey } from 'node:crypto';
+import { z } from 'zod';
+import type { Clock } from '../../core/clock.ts';
+import { BadRequestError } from '../../core/errors.ts';
+import { field } from '../../core/fields.ts';
+import { definePath, type BackendContext, type PathDefinition, type SecretType } from '../../core/framework.ts';
+import { randomBase62 } from '../../core/ids.ts';
+import type { KeyedLock } from '../../core/keyed-lock.ts';
+import type { StorageView } from '../../core/storage/view.ts';
+import type { LdapClient, LdapConnectionConfig, TlsVersionName } from '../../providers/ldap/client.ts';
+import { isValidDn } from '../../providers/ldap/dn.ts';
+import { isValidAttributeName } from '../../providers/ldap/filter.ts';
+import { parseUrlList } from '../../providers/ldap/ldapts-client.ts';
+import { LDAP_SCHEMAS, defaultUserAttr, isLdapSchema } from '../../providers/ldap/schemas.ts';
+import type { ManagedAccounts } from './accounts.ts';
+import type { RotationScheduler } from './rotation.ts';
+
+export const CONFIG_KEY = 'config';
+/** Write-ahead entry of an unfinished rotate-root (see rotate-root.ts). */
+export const ROOT_WAL_KEY = 'wal/root';
+/** How long binds fall back to the previous bind password after rotate-root (replication lag). */
+export const ROOT_GRACE_MS = 10 * 60_000;
+
+const TLS_NAMES = ['tls10', 'tls11', 'tls12', 'tls13'] as const;
+const DEFAULT_URL = 'ldap://127.0.0.1';
+const DEFAULT_REQUEST_TIMEOUT = 90;
+const DEFAULT_CONNECTION_TIMEOUT = 30;
+
+const storedConfigSchema = z.object({
+  url: z.string(),
+  binddn: z.string(),
+  bindpass: z.string(),
+  userdn: z.string().default(''),
+  userattr: z.string().default(''),
+  upndomain: z.string().default(''),
+  schema: z.enum(LDAP_SCHEMAS).default('openldap'),
+  credential_type: z.enum(['password', 'phrase']).default('password'),
+  password_policy: z.string().default(''),
+  /** 0 = default generator length. */
+  length: z.number().int().default(0),
+  request_timeout: z.number().int().default(DEFAULT_REQUEST_TIMEOUT),
+  /** 0 = not set by the operator (reads back as 30 but does not shorten request_timeout). */
+  connection_timeout: z.number().int().default(0),
+  starttls: z.boolean().default(false),
+  insecure_tls: z.boolean().default(false),
+  certificate: z.string().default(''),
+  client_tls_cert: z.string().default(''),
+  client_tls_key: z.string().default(''),
+  tls_min_version: z.enum(TLS_NAMES).default('tls12'),
+  tls_max_version: z.enum(TLS_NAMES).default('tls13'),
+  case_sensitive_names: z.boolean().default(false),
+  skip_static_role_import_rotation: z.boolean().default(false),
+  /** Kept only for the grace period after rotate-root, then erased. */
+  last_bind_password: z.string().default(''),
+  /** Unix ms of the last rotate-root; 0 = never. */
+  last_bind_password_rotation: z.number().default(0),
+});
+
+export type LdapConfig = z.infer<typeof storedConfigSchema>;
+
+/** Fields never returned by a read and kept on update when not sent. */
+export const CONFIG_SECRET_FIELDS = ['bindpass', 'client_tls_key', 'last_bind_password'] as const;
+
+export async function readConfig(storage: StorageView): Promise<LdapConfig | undefined> {
+  return storage.getJson(CONFIG_KEY, (raw) => storedConfigSchema.parse(raw));
+}
+
+export async function writeConfig(storage: StorageView, config: LdapConfig): Promise<void> {
+  await storage.putJson(CONFIG_KEY, storedConfigSchema.parse(config));
+}
+
+export function missingConfigError(): BadRequestError {
+  return new BadRequestError('missing LDAP configuration: write ldap/config first');
+}
+
+// ---- shared engine state ---------------------------------------------------------------------------
+
+/** What one part of the engine (a path file) contributes to the backend. */
+export interface LdapEnginePart {
+  paths: PathDefinition[];
+  secrets?: SecretType[];
+  initialize?(): Promise<void>;
+  cleanup?(): Promise<void>;
+}
+
+/** Something that must not outlive the config; DELETE config is refused while any exists. */
+export interface ConfigDependent {
+  /** Plural noun for the message, e.g. "static roles". */
+  what: string;
+  /** Names of the objects that still need the config (empty when none). */
+  names(): Promise<string[]>;
+}
+
+export interface LdapEngineOptions {
+  createClient: (config: LdapConnectionConfig) => LdapClient;
+  /** Parallel directory password changes run by the scheduler. */
+  rotationConcurrency: number;
+  /** Retry delays after a failed scheduled rotation: base * 2^(n-1), capped, with jitter. */
+  retryBaseMs: number;
+  retryMaxMs: number;
+}
+
+/** State shared by every part of one mount of the engine. */
+export interface LdapEngine {
+  ctx: BackendContext;
+  storage: StorageView;
+  clock: Clock;
+  options: LdapEngineOptions;
+  connections: LdapConnections;
+  accounts: ManagedAccounts;
+  /** Per-name locks for read-modify-write of roles and sets; keys are namespaced (`static-role/<name>`). */
+  locks: KeyedLock;
+  scheduler: RotationScheduler;
+  /** Registered by parts whose objects need the config (static roles, dynamic roles, library sets). */
+  configDependents: ConfigDependent[];
+}
+
+/** A password from the configured policy, or the default generator (optionally with the deprecated length). */
+export async function generatePassword(engine: Pick<LdapEngine, 'ctx'>, config: LdapConfig): Promise<string> {
+  if (config.password_policy) return engine.ctx.system.generatePassword(config.password_policy);
+  if (config.length > 0) return randomBase62(config.length);
+  return engine.ctx.system.generatePassword();
+}
+
+/** Identifies the generator, so a write-ahead password made under another policy is not reused. */
+export function passwordSource(config: LdapConfig): string {
+  return config.password_policy ? `policy:${config.password_policy}` : `length:${config.length || 64}`;
+}
+
+/**
+ * Bind passwords tried after `bindpass`: an unfinished rotate-root's new password (the directory may
+ * already have it), then the previous password during the grace period.
+ */
+export function bindFallbacks(config: LdapConfig, rootWalPassword: string | undefined, now: number): string[] {
+  const out: string[] = [];
+  if (rootWalPassword && rootWalPassword !== config.bindpass) out.push(rootWalPassword);
+  if (config.last_bind_password && now - config.last_bind_password_rotation < ROOT_GRACE_MS) out.push(config.last_bind_password);
+  return out;
+}
+
+export function toConnectionConfig(config: LdapConfig, fallbacks: string[] = []): LdapConnectionConfig {
+  return {
+    url: config.url,
+    binddn: config.binddn,
+    bindpass: config.bindpass,
+    fallback_bindpass: fallbacks,
+    upndomain: config.upndomain || undefined,
+    request_timeout: config.request_timeout,
+    connection_timeout: config.connection_timeout || undefined,
+    starttls: config.starttls,
+    insecure_tls: config.insecure_tls,
+    certificate: config.certificate || undefined,
+    client_tls_cert: config.client_tls_cert || undefined,
+    client_tls_key: config.client_tls_key || undefined,
+    tls_min_version: config.tls_min_version as TlsVersionName,
+    tls_max_version: config.tls_max_version as TlsVersionName,
+    schema: config.schema,
+    credential_type: config.credential_type,
+    userdn: config.userdn,
+    userattr: config.userattr || defaultUserAttr(config.schema),
+    case_sensitive_names: config.case_sensitive_names,
+  };
+}
+
+/**
+ * One directory client per distinct connection config, shared by all parts. The config is read from
+ * storage on every call (cheap, and right when several servers share a database); the client, which
+ * holds a bound connection, is rebuilt only when the effective connection settings change.
+ */
+export class LdapConnections {
+  readonly #storage: StorageView;
+  readonly #clock: Clock;
+  readonly #create: (config: LdapConnectionConfig) => LdapClient;
+  #cached: { key: string; client: LdapClient } | undefined;
+
+  constructor(storage: StorageView, clock: Clock, create: (config: LdapConnectionConfig) => LdapClient) {
+    this.#storage = storage;
+    this.#clock = clock;
+    this.#create = create;
+  }
+
+  /** The current config and a client for it; 400 when the engine is not configured. */
+  async get(): Promise<{ config: LdapConfig; client: LdapClient }> {
+    const config = await readConfig(this.#storage);
+    if (!config) throw missingConfigError();
+    const wal = await this.#storage.getJson<{ new_password?: string }>(ROOT_WAL_KEY);
+    const connection = toConnectionConfig(config, bindFallbacks(config, wal?.new_password, this.#clock.now()));
+    const key = JSON.stringify(connection);
+    if (this.#cached?.key !== key) {
+      const previous = this.#cached?.client;
+      this.#cached = { key, client: this.#create(connection) };
+      // Operations still running on the old client finish on their own connection; close it afterwards.
+      if (previous) setTimeout(() => void previous.close().catch(() => undefined), 5_000).unref();
+    }
+    return { config, client: this.#cached.client };
+  }
+
+  async close(): Promise<void> {
+    const client = this.#cached?.client;
+    this.#cached = undefined;
+    await client?.close().catch(() => undefined);
+  }
+}
+
+// ---- validation ------------------------------------------------------------------------------------
+
+/** Cross-field and format rules of a complete (merged) config; the message names the field. */
+export function validateConfig(config: LdapConfig): void {
+  if (!config.binddn) throw new BadRequestError('binddn: a bind DN is required');
+  if (!config.upndomain && !isValidDn(config.binddn)) throw new BadRequestError(`binddn: "${config.binddn}" is not a valid DN`);
+  if (!config.bindpass) throw new BadRequestError('bindpass: a bind password is required');
+  if (config.userdn && !isValidDn(config.userdn)) throw new BadRequestError(`userdn: "${config.userdn}" is not a valid DN`);
+  if (config.userattr && !isValidAttributeName(config.userattr)) throw new BadRequestError(`userattr: "${config.userattr}" is not a valid attribute name`);
+  if (config.password_policy && config.length > 0) {
+    throw new BadRequestError("password_policy: cannot set both 'password_policy' and 'length' (send length=0 or password_policy=\"\" to switch)");
+  }
+  if (config.length < 0) throw new BadRequestError('length: must not be negative');
+  if (config.length > 0 && config.length < 4) throw new BadRequestError('length: must be at least 4');
+  if (config.request_timeout <= 0) throw new BadRequestError('request_timeout: must be a positive number of seconds');
+  if (TLS_NAMES.indexOf(config.tls_max_version) < TLS_NAMES.indexOf(config.tls_min_version)) {
+    throw new BadRequestError("tls_max_version: must be greater than or equal to 'tls_min_version'");
+  }
+  if (!!config.client_tls_cert !== !!config.client_tls_key) {
+    throw new BadRequestError('client_tls_cert: both client_tls_cert and client_tls_key must be set');
+  }
+  pem('certificate', config.certificate, (text) => new X509Certificate(text));
+  pem('client_tls_cert', config.client_tls_cert, (text) => new X509Certificate(text));
+  // Never echo key material: the message says only that it failed.
+  if (config.client_tls_key) {
+    try {
+      createPrivateKey(config.client_tls_key);
+    } catch {
+      throw new BadRequestError('client_tls_key: not a PEM-encoded private key');
+    }
+  }
+  try {
+    parseUrlList(config.url);
+  } catch (err) {
+    throw new BadRequestError((err as Error).message);
+  }
+}
+
+function pem(name: string, text: string, parse: (text: string) => unknown): void {
+  if (!text) return;
+  try {
+    parse(text);
+  } catch (err) {
+    throw new BadRequestError(`${name}: failed to parse PEM certificate (${(err as Error).message})`);
+  }
+}
+
+// ---- endpoint --------------------------------------------------------------------------------------
+
+const configFields = {
+  binddn: field.string('DN of the bind object; with upndomain, the user part of <binddn>@<upndomain>.'),
+  bindpass: field.string('Password of the bind object. Never returned.', { secret: true }),
+  url: field.string('LDAP URL, or a comma-separated list tried in order on connection errors.'),
+  password_policy: field.string('Name of the password policy used to generate passwords (resolved at generation time).'),
+  schema: field.string('Directory schema: openldap, ad or racf.'),
+  credential_type: field.string('racf only: "password" (racfPassword) or "phrase" (racfPassPhrase).'),
+  userdn: field.string('Base DN of user searches (static roles, library accounts).'),
+  userattr: field.string('Attribute matched against usernames; default cn (openldap), userPrincipalName (ad), racfid (racf).'),
+  upndomain: field.string('Bind as <binddn>@<upndomain>.'),
+  request_timeout: field.duration('Timeout of a connection attempt and of each request. Default 90s.'),
+  connection_timeout: field.duration('Deprecated: when set, the smaller of this and request_timeout is used for both.'),
+  starttls: field.bool('Issue StartTLS after connecting with ldap://.'),
+  insecure_tls: field.bool('Skip server certificate verification (never do this in production).'),
+  certificate: field.string('PEM CA certificate(s) trusted for the server.'),
+  client_tls_cert: field.string('PEM client certificate.'),
+  client_tls_key: field.string('PEM client key. Never returned.', { secret: true }),
+  tls_min_version: field.string('Minimum TLS version: tls10, tls11, tls12 (default) or tls13.'),
+  tls_max_version: field.string('Maximum TLS version: tls10, tls11, tls12 or tls13 (default).'),
+  case_sensitive_names: field.bool('When true, a username lookup only accepts an entry whose userattr matches with the same case.'),
+  skip_static_role_import_rotation: field.bool('Default of skip_import_rotation for new static roles.'),
+  length: field.int('Deprecated: length of generated passwords (default 64). Exclusive with password_policy.'),
+};
+
+type ConfigFieldName = keyof typeof configFields;
+
+function enumValue<T extends string>(name: string, value: string, allowed: readonly T[]): T {
+  const v = value.trim().toLowerCase();
+  if (!(allowed as readonly string[]).includes(v)) throw new BadRequestError(`${name}: "${value}" is not one of ${allowed.join(', ')}`);
+  return v as T;
+}
+
+/** The stored config after applying the fields the request sent; unsent fields keep their value. */
+export function mergeConfig(existing: LdapConfig | undefined, sent: Partial<Record<ConfigFieldName, unknown>>): LdapConfig {
+  const base: LdapConfig = existing ?? storedConfigSchema.parse({ url: DEFAULT_URL, binddn: '', bindpass: '' });
+  const next: LdapConfig = { ...base };
+  const str = (k: ConfigFieldName) => (sent[k] as string).trim();
+  for (const k of ['url', 'binddn', 'userdn', 'upndomain', 'userattr', 'password_policy'] as const) if (k in sent) next[k] = str(k);
+  for (const k of ['bindpass', 'certificate', 'client_tls_cert', 'client_tls_key'] as const) if (k in sent) next[k] = sent[k] as string;
+  for (const k of ['starttls', 'insecure_tls', 'case_sensitive_names', 'skip_static_role_import_rotation'] as const) if (k in sent) next[k] = sent[k] as boolean;
+  if ('length' in sent) next.length = sent.length as number;
+  if ('request_timeout' in sent) next.request_timeout = (sent.request_timeout as number) || DEFAULT_REQUEST_TIMEOUT;
+  if ('connection_timeout' in sent) next.connection_timeout = sent.connection_timeout as number;
+  if ('schema' in sent) {
+    const schema = (sent.schema as string).trim().toLowerCase();
+    if (!schema) throw new BadRequestError('schema: must not be empty');
+    if (!isLdapSchema(schema)) throw new BadRequestError(`schema: the configured schema "${schema}" is not valid. Supported schemas: ${LDAP_SCHEMAS.join(', ')}`);
+    next.schema = schema;
+  }
+  if ('credential_type' in sent) next.credential_type = enumValue('credential_type', sent.credential_type as string, ['password', 'phrase']);
+  if ('tls_min_version' in sent) next.tls_min_version = enumValue('tls_min_version', sent.tls_min_version as string, TLS_NAMES);
+  if ('tls_max_version' in sent) next.tls_max_version = enumValue('tls_max_version', sent.tls_max_version as string, TLS_NAMES);
+  if (next.url === '') next.url = DEFAULT_URL;
+  // userattr follows the schema until the operator names one.
+  if (!existing && !('userattr' in sent && next.userattr)) next.userattr = defaultUserAttr(next.schema);
+  return next;
+}
+
+/** The read shape: bindpass, client_tls_key and the previous bind password are never returned. */
+export function configReadData(config: LdapConfig): Record<string, unknown> {
+  return {
+    binddn: config.binddn,
+    url: config.url,
+    userdn: config.userdn,
+    userattr: config.userattr || defaultUserAttr(config.schema),
+    upndomain: config.upndomain,
+    schema: config.schema,
+    credential_type: config.credential_type,
+    request_timeout: config.request_timeout,
+    connection_timeout: config.connection_timeout || DEFAULT_CONNECTION_TIMEOUT,
+    starttls: config.starttls,
+    insecure_tls: config.insecure_tls,
+    certificate: config.certificate,
+    client_tls_cert: config.client_tls_cert,
+    tls_min_version: config.tls_min_version,
+    tls_max_version: config.tls_max_version,
+    case_sensitive_names: config.case_sensitive_names,
+    skip_static_role_import_rotation: config.skip_static_role_import_rotation,
+    ...(config.length > 0 ? { length: config.length } : {}),
+    ...(config.password_policy ? { password_policy: config.password_policy } : {}),
+    ...(config.last_bind_password_rotation ? { last_bind_password_rotation: new Date(config.last_bind_password_rotation).toISOString() } : {}),
+  };
+}
+
+export function configPart(engine: LdapEngine): LdapEnginePart {
+  const { storage } = engine;
+  const write = (sent: Partial<Record<ConfigFieldName, unknown>>) => engine.locks.run(CONFIG_KEY, async () => {
+    const existing = await readConfig(storage);
+    const next = mergeConfig(existing, sent);
+    // A new bind identity or password ends any rotate-root grace: the previous password belongs to the old setup.
+    if (existing && ('binddn' in sent || 'bindpass' in sent) && (next.binddn !== existing.binddn || next.bindpass !== existing.bindpass)) {
+      next.last_bind_password = '';
+    }
+    validateConfig(next);
+    // Builds (without connecting) a client, so anything the provider refuses is a 400 now, not at first use.
+    engine.options.createClient(toConnectionConfig(next));
+    if (existing && ('binddn' in sent || 'bindpass' in sent)) await storage.delete(ROOT_WAL_KEY);
+    await writeConfig(storage, next);
+  });
+
+  return {
+    paths: [
+      definePath({
+        pattern: 'config',
+        description: 'Connection to the directory and password generation settings.',
+        fields: configFields,
+        existenceCheck: async () => (await readConfig(storage)) !== undefined,
+        operations: {
+          read: async () => {
+            const config = await readConfig(storage);
+            return config ? { data: configReadData(config) } : undefined;
+          },
+          update: async (req) => {
+            const sent = Object.fromEntries((Object.keys(configFields) as ConfigFieldName[]).filter((k) => req.has(k)).map((k) => [k, req.data[k]]));
+            await write(sent);
+          },
+          delete: async () => engine.locks.run(CONFIG_KEY, async () => {
+            const blocking: string[] = [];
+            for (const dep of engine.configDependents) {
+              const names = await dep.names();
+              if (names.length) blocking.push(`${names.length} ${dep.what} (${names.slice(0, 5).join(', ')}${names.length > 5 ? ', ...' : ''})`);
+            }
+            if (blocking.length) {
+              throw new BadRequestError(`cannot delete the configuration while ${blocking.join(' and ')} use it; delete them first`);
+            }
+            await storage.transaction([{ type: 'delete', key: CONFIG_KEY }, { type: 'delete', key: ROOT_WAL_KEY }]);
+            await engine.connections.close();
+          }),
+        },
+      }),
+    ],
+  };
+}

@@ -1,0 +1,82 @@
+/**
+ * The LDAP secrets engine: config, rotate-root, static roles (this file's parts), dynamic roles and
+ * library sets (their own files). Each part is a function of the shared engine state that returns
+ * its paths and lifecycle hooks; adding one is one import and one line in PARTS.
+ */
+import type { BackendFactory } from '../../core/framework.ts';
+import { KeyedLock } from '../../core/keyed-lock.ts';
+import type { LdapClient, LdapConnectionConfig } from '../../providers/ldap/client.ts';
+import { createLdapClient } from '../../providers/ldap/ldapts-client.ts';
+import { ManagedAccounts } from './accounts.ts';
+import { LdapConnections, configPart, type LdapEngine, type LdapEngineOptions, type LdapEnginePart } from './config.ts';
+import { rotateRootPart } from './rotate-root.ts';
+import { RotationScheduler } from './rotation.ts';
+import { staticCredsPart } from './static-creds.ts';
+import { rotateStaticRole, staticRolesPart } from './static-roles.ts';
+// Dynamic roles:  import { dynamicRolesPart } from './dynamic-roles.ts';
+import { libraryPart } from './library.ts';
+
+/**
+ * Parts in path match order. Their prefixes do not overlap (config, rotate-root, static-role/,
+ * static-cred/, rotate-role/, role/, creds/, library/), so the order between parts only matters
+ * inside one part: a part lists its most specific patterns first (e.g. `library/manage/:name/check-in`
+ * before `library/:name`).
+ */
+const PARTS: Array<(engine: LdapEngine) => LdapEnginePart> = [
+  configPart,
+  rotateRootPart,
+  staticRolesPart,
+  staticCredsPart,
+  // dynamicRolesPart,
+  libraryPart,
+];
+
+export interface LdapBackendDeps {
+  /** The directory client; tests may pass a fake typed against LdapClient. */
+  createClient?: (config: LdapConnectionConfig) => LdapClient;
+  rotationConcurrency?: number;
+  retryBaseMs?: number;
+  retryMaxMs?: number;
+}
+
+export function ldapBackend(deps: LdapBackendDeps = {}): BackendFactory {
+  return (ctx) => {
+    const options: LdapEngineOptions = {
+      createClient: deps.createClient ?? createLdapClient,
+      rotationConcurrency: deps.rotationConcurrency ?? 16,
+      retryBaseMs: deps.retryBaseMs ?? 10_000,
+      retryMaxMs: deps.retryMaxMs ?? 15 * 60_000,
+    };
+    const engine: LdapEngine = {
+      ctx,
+      storage: ctx.storage,
+      clock: ctx.clock,
+      options,
+      connections: new LdapConnections(ctx.storage, ctx.clock, options.createClient),
+      accounts: new ManagedAccounts(ctx.storage),
+      locks: new KeyedLock(),
+      scheduler: undefined as unknown as RotationScheduler,
+      configDependents: [],
+    };
+    engine.scheduler = new RotationScheduler({
+      clock: ctx.clock,
+      logger: ctx.logger,
+      concurrency: options.rotationConcurrency,
+      run: async (name) => void (await rotateStaticRole(engine, name)),
+    });
+    const parts = PARTS.map((part) => part(engine));
+    return {
+      paths: parts.flatMap((p) => p.paths),
+      secrets: parts.flatMap((p) => p.secrets ?? []),
+      async initialize() {
+        for (const p of parts) await p.initialize?.();
+      },
+      async cleanup() {
+        engine.scheduler.stop();
+        await engine.scheduler.idle();
+        for (const p of parts) await p.cleanup?.();
+        await engine.connections.close();
+      },
+    };
+  };
+}

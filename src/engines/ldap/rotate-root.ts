@@ -1,0 +1,71 @@
+/**
+ * `rotate-root`: a new bind password that only the server knows. The change goes through the same
+ * write-ahead path as every other password (target `root`, WAL at `wal/root`); while that WAL
+ * exists the client also tries its password, so the engine keeps working whichever password the
+ * directory ended up with. After success the previous password stays a bind fallback for
+ * ROOT_GRACE_MS (replicas that have not caught up), then it is erased.
+ */
+import { definePath } from '../../core/framework.ts';
+import { jsonBytes } from '../../core/storage/view.ts';
+import { CONFIG_KEY, ROOT_GRACE_MS, readConfig, writeConfig, type LdapEngine, type LdapEnginePart } from './config.ts';
+import { changePasswordWithWal, readWal } from './rotation.ts';
+
+export const ROOT_TARGET = 'root';
+
+/** Rotates the bind password; finishes an unfinished rotation with its WAL password first. */
+export async function rotateRoot(engine: LdapEngine): Promise<void> {
+  await engine.locks.run(CONFIG_KEY, async () => {
+    const { client } = await engine.connections.get();
+    const entry = await client.findBindEntry();
+    await changePasswordWithWal(engine, {
+      target: ROOT_TARGET,
+      account: { dn: entry.dn },
+      commit: async (password) => {
+        const current = (await readConfig(engine.storage))!;
+        const now = engine.clock.now();
+        const next = { ...current, bindpass: password, last_bind_password: current.bindpass, last_bind_password_rotation: now };
+        return [{ type: 'put', key: CONFIG_KEY, value: jsonBytes(next) }];
+      },
+    });
+  });
+  scheduleGraceEnd(engine);
+}
+
+/** Erases the previous bind password once its grace period is over. */
+function scheduleGraceEnd(engine: LdapEngine): void {
+  engine.clock.setTimer(ROOT_GRACE_MS + 1, () => void eraseExpiredPrevious(engine).catch((err: unknown) =>
+    engine.ctx.logger.warn({ err: { message: (err as Error).message } }, 'erasing the previous bind password failed')));
+}
+
+async function eraseExpiredPrevious(engine: LdapEngine): Promise<void> {
+  await engine.locks.run(CONFIG_KEY, async () => {
+    const config = await readConfig(engine.storage);
+    if (!config?.last_bind_password || engine.clock.now() - config.last_bind_password_rotation < ROOT_GRACE_MS) return;
+    await writeConfig(engine.storage, { ...config, last_bind_password: '' });
+  });
+}
+
+export function rotateRootPart(engine: LdapEngine): LdapEnginePart {
+  return {
+    paths: [
+      definePath({
+        pattern: 'rotate-root',
+        description: 'Rotate the bind password; the new one is known only to the server.',
+        operations: { update: async () => rotateRoot(engine) },
+      }),
+    ],
+    async initialize() {
+      const config = await readConfig(engine.storage);
+      if (config?.last_bind_password) {
+        const left = config.last_bind_password_rotation + ROOT_GRACE_MS - engine.clock.now();
+        if (left <= 0) await eraseExpiredPrevious(engine);
+        else scheduleGraceEnd(engine);
+      }
+      // A rotate-root that crashed or failed to record its result: finish it with the same password.
+      if (config && (await readWal(engine.storage, ROOT_TARGET))) {
+        void rotateRoot(engine).catch((err: unknown) =>
+          engine.ctx.logger.warn({ err: { message: (err as Error).message } }, 'finishing an interrupted rotate-root failed; the next rotate-root retries it'));
+      }
+    },
+  };
+}

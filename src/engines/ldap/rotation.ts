@@ -1,0 +1,268 @@
+/**
+ * Password changes that never lose a password, and the scheduler that runs them.
+ *
+ * Write-ahead: before the directory is touched, the new password is persisted (encrypted by the
+ * barrier) under `wal/<target>`. The directory modify is a replace, so repeating it with the same
+ * value is harmless. After the modify, the owner's record and the WAL's removal are written in ONE
+ * transaction. Whatever fails or crashes in between, the WAL still holds the password the directory
+ * may now have, and the next attempt (a retry, the scheduler, start-up replay) re-applies that same
+ * password and then records it. There is at most one WAL per target, so stale duplicates cannot
+ * pile up as in Vault (#28).
+ *
+ * Scheduling: an in-memory due-time map armed on the injected clock, drained by a bounded pool so
+ * rotations of different accounts run concurrently (Vault runs them one at a time under a global
+ * lock); failures come back with exponential backoff and jitter instead of a fixed 10 s forever.
+ */
+import type { Logger } from 'pino';
+import { z } from 'zod';
+import type { Clock } from '../../core/clock.ts';
+import { StrongroomError } from '../../core/errors.ts';
+import { randomHex } from '../../core/ids.ts';
+import type { StorageOp } from '../../core/storage/types.ts';
+import { jsonBytes, type StorageView } from '../../core/storage/view.ts';
+import type { AccountRef } from '../../providers/ldap/client.ts';
+import { LdapProviderError } from '../../providers/ldap/errors.ts';
+import { generatePassword, passwordSource, type LdapConfig, type LdapEngine } from './config.ts';
+
+// ---- write-ahead log -------------------------------------------------------------------------------
+
+const walSchema = z.object({
+  id: z.string(),
+  target: z.string(),
+  new_password: z.string(),
+  /** passwordSource() of the config that generated it (diagnostics). */
+  password_source: z.string(),
+  /** Resolved DN the password is (being) written to. */
+  dn: z.string().default(''),
+  created: z.number(),
+});
+export type WalEntry = z.infer<typeof walSchema>;
+
+export const WAL_PREFIX = 'wal/';
+export const walKey = (target: string): string => `${WAL_PREFIX}${target}`;
+
+export async function readWal(storage: StorageView, target: string): Promise<WalEntry | undefined> {
+  return storage.getJson(walKey(target), (raw) => walSchema.parse(raw));
+}
+
+export async function writeWal(storage: StorageView, entry: WalEntry): Promise<void> {
+  await storage.putJson(walKey(entry.target), walSchema.parse(entry));
+}
+
+export async function deleteWal(storage: StorageView, target: string): Promise<void> {
+  await storage.delete(walKey(target));
+}
+
+/** Targets with a pending WAL below `prefix` (e.g. "static-role/"), depth-first. */
+export async function listWalTargets(storage: StorageView, prefix = ''): Promise<string[]> {
+  return storage.listRecursive(walKey(prefix)).then((keys) => keys.map((k) => k.slice(WAL_PREFIX.length)));
+}
+
+// ---- the protected change --------------------------------------------------------------------------
+
+/** constraintViolation, unwillingToPerform: the directory rejected the password value. */
+const REFUSED_VALUE_CODES = new Set([19, 53]);
+
+export interface PasswordChangeRequest {
+  /**
+   * What is being rotated, storage-key safe and unique per account: `static-role/<name>`,
+   * `library/<set>/<account>`, `root`. The WAL lives at `wal/<target>`.
+   */
+  target: string;
+  /** The entry to change: by DN when known (never re-resolved as a username), else by username under userdn. */
+  account: AccountRef;
+  /** Writes that land atomically with a freshly written WAL (e.g. the record of a role being created). */
+  prepare?: StorageOp[];
+  /**
+   * Writes that record the new password, applied in one transaction with the WAL's removal. Runs after
+   * the directory accepted the password; `dn` is the entry that was changed.
+   */
+  commit(password: string, dn: string): StorageOp[] | Promise<StorageOp[]>;
+}
+
+export interface PasswordChangeResult {
+  password: string;
+  dn: string;
+  /** The password came from an earlier, unfinished attempt. */
+  reusedWal: boolean;
+}
+
+/** The directory has the new password but recording it failed; the WAL keeps it for the next attempt. */
+export class UnrecordedPasswordError extends StrongroomError {
+  constructor(cause: unknown) {
+    super(500, `the directory accepted the new password but storing it failed (${(cause as Error)?.message ?? 'unknown error'}); ` +
+      'it is kept in the write-ahead log and the next attempt finishes the rotation with it');
+  }
+}
+
+/**
+ * Changes one account's password under write-ahead protection (see the file comment). Callers hold
+ * whatever lock protects their own record; this takes the per-target lock so two changes of one
+ * account never interleave. Used by static-role rotation and library check-in.
+ */
+export async function changePasswordWithWal(engine: Pick<LdapEngine, 'storage' | 'connections' | 'locks' | 'clock' | 'ctx'>, req: PasswordChangeRequest): Promise<PasswordChangeResult> {
+  return engine.locks.run(`wal/${req.target}`, async () => {
+    const { storage } = engine;
+    const { config, client } = await engine.connections.get();
+    // An unfinished attempt's password is reused even when the password policy changed since: the
+    // directory may already hold it, and replacing the WAL before a new password is recorded could
+    // forget the one the directory has. (Vault drops it; the next rotation applies the new policy.)
+    let wal = await readWal(storage, req.target);
+    const reusedWal = wal !== undefined;
+    if (!wal) {
+      wal = await freshWal(engine, config, req.target);
+      await storage.transaction([...(req.prepare ?? []), { type: 'put', key: walKey(req.target), value: jsonBytes(wal) }]);
+    } else if (req.prepare?.length) {
+      await storage.transaction(req.prepare);
+    }
+
+    let dn: string;
+    try {
+      dn = req.account.dn || wal.dn || (await client.resolveAccount(req.account)).dn;
+      await client.setPassword(dn, wal.new_password);
+    } catch (err) {
+      // The directory refused the value itself (constraint violation, unwilling to perform: quality or
+      // history rules) for a password already tried once, so it does not hold it and never will: the
+      // next attempt generates a new one (Vault #125). Any other failure leaves the WAL in place.
+      if (reusedWal && err instanceof LdapProviderError && REFUSED_VALUE_CODES.has(err.ldapCode ?? -1)) await deleteWal(storage, req.target);
+      throw err;
+    }
+
+    const ops = await req.commit(wal.new_password, dn);
+    try {
+      await storage.transaction([...ops, { type: 'delete', key: walKey(req.target) }]);
+    } catch (err) {
+      throw new UnrecordedPasswordError(err);
+    }
+    return { password: wal.new_password, dn, reusedWal };
+  });
+}
+
+async function freshWal(engine: Pick<LdapEngine, 'ctx' | 'clock'>, config: LdapConfig, target: string): Promise<WalEntry> {
+  return {
+    id: randomHex(8),
+    target,
+    new_password: await generatePassword(engine, config),
+    password_source: passwordSource(config),
+    dn: '',
+    created: engine.clock.now(),
+  };
+}
+
+// ---- retry policy ----------------------------------------------------------------------------------
+
+/**
+ * Delay before retry number `attempt` (1-based): base * 2^(attempt-1), capped at max, then "equal
+ * jitter" (half fixed, half random) so many failing accounts do not retry in lock-step.
+ */
+export function retryDelayMs(attempt: number, baseMs: number, maxMs: number, random: () => number = Math.random): number {
+  const exp = Math.min(maxMs, baseMs * 2 ** Math.min(Math.max(attempt - 1, 0), 30));
+  return Math.round(exp / 2 + random() * (exp / 2));
+}
+
+// ---- scheduler -------------------------------------------------------------------------------------
+
+export interface SchedulerOptions {
+  clock: Clock;
+  logger: Logger;
+  /** At most this many `run` calls at once. */
+  concurrency: number;
+  /** Rotates one item; it reschedules itself (success or failure) through `schedule`. */
+  run(name: string): Promise<void>;
+}
+
+/**
+ * Due times by name, one timer for the earliest, a bounded pool for the work. An item is never run
+ * twice at once; rescheduling an item that is running takes effect after it finishes.
+ */
+export class RotationScheduler {
+  readonly #opts: SchedulerOptions;
+  readonly #due = new Map<string, number>();
+  readonly #queued = new Set<string>();
+  readonly #queue: string[] = [];
+  readonly #running = new Set<string>();
+  #cancel: (() => void) | undefined;
+  #armedAt = Number.POSITIVE_INFINITY;
+  #stopped = false;
+  #idle: Array<() => void> = [];
+
+  constructor(opts: SchedulerOptions) {
+    this.#opts = opts;
+  }
+
+  schedule(name: string, at: number): void {
+    if (this.#stopped) return;
+    this.#due.set(name, at);
+    this.#arm();
+  }
+
+  unschedule(name: string): void {
+    this.#due.delete(name);
+    if (this.#queued.delete(name)) this.#queue.splice(this.#queue.indexOf(name), 1);
+  }
+
+  dueAt(name: string): number | undefined {
+    return this.#due.get(name);
+  }
+
+  get size(): number {
+    return this.#due.size;
+  }
+
+  stop(): void {
+    this.#stopped = true;
+    this.#cancel?.();
+    this.#cancel = undefined;
+    this.#due.clear();
+    this.#queue.length = 0;
+    this.#queued.clear();
+  }
+
+  /** Resolves when nothing is queued or running (tests, shutdown). */
+  idle(): Promise<void> {
+    if (this.#running.size === 0 && this.#queue.length === 0) return Promise.resolve();
+    return new Promise((resolve) => this.#idle.push(resolve));
+  }
+
+  #arm(): void {
+    let earliest = Number.POSITIVE_INFINITY;
+    for (const [name, at] of this.#due) if (!this.#running.has(name) && at < earliest) earliest = at;
+    if (earliest >= this.#armedAt || earliest === Number.POSITIVE_INFINITY) return;
+    this.#cancel?.();
+    this.#armedAt = earliest;
+    this.#cancel = this.#opts.clock.setTimer(Math.max(0, earliest - this.#opts.clock.now()), () => {
+      this.#cancel = undefined;
+      this.#armedAt = Number.POSITIVE_INFINITY;
+      this.#fire();
+    });
+  }
+
+  #fire(): void {
+    if (this.#stopped) return;
+    const now = this.#opts.clock.now();
+    const due = [...this.#due].filter(([name, at]) => at <= now && !this.#running.has(name) && !this.#queued.has(name)).sort((a, b) => a[1] - b[1]);
+    for (const [name] of due) {
+      this.#due.delete(name);
+      this.#queued.add(name);
+      this.#queue.push(name);
+    }
+    this.#pump();
+    this.#arm();
+  }
+
+  #pump(): void {
+    while (!this.#stopped && this.#running.size < this.#opts.concurrency && this.#queue.length > 0) {
+      const name = this.#queue.shift()!;
+      this.#queued.delete(name);
+      this.#running.add(name);
+      this.#opts.run(name)
+        .catch((err: unknown) => this.#opts.logger.error({ err: { message: (err as Error)?.message }, item: name }, 'scheduled rotation failed'))
+        .finally(() => {
+          this.#running.delete(name);
+          this.#pump();
+          this.#arm();
+          if (this.#running.size === 0 && this.#queue.length === 0) for (const resolve of this.#idle.splice(0)) resolve();
+        });
+    }
+  }
+}

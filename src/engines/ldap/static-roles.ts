@@ -1,0 +1,291 @@
+/**
+ * `static-role/:name`: existing directory accounts whose password the server rotates on a period.
+ * Also the rotation of one role (used by the scheduler and `rotate-role`) and start-up scheduling.
+ */
+import { z } from 'zod';
+import { BadRequestError, StrongroomError } from '../../core/errors.ts';
+import { field } from '../../core/fields.ts';
+import { definePath, type BackendRequest } from '../../core/framework.ts';
+import type { StorageOp } from '../../core/storage/types.ts';
+import { jsonBytes, type StorageView } from '../../core/storage/view.ts';
+import { dnEquals, isValidDn } from '../../providers/ldap/dn.ts';
+import { LdapProviderError } from '../../providers/ldap/errors.ts';
+import type { AccountIdentity, AccountOwner } from './accounts.ts';
+import { missingConfigError, readConfig, type LdapEngine, type LdapEnginePart } from './config.ts';
+import { UnrecordedPasswordError, changePasswordWithWal, deleteWal, listWalTargets, retryDelayMs, walKey } from './rotation.ts';
+
+/** Role and set names: a word character, optionally followed by [\w-./]* ending in a word character. */
+export const NAME_PATTERN = '\\w(?:[\\w\\-./]*\\w)?';
+export const MIN_ROTATION_PERIOD = 5;
+
+const PREFIX = 'static-role/';
+
+const staticRoleSchema = z.object({
+  name: z.string(),
+  username: z.string(),
+  /** DN given by the operator ("" = find by username). */
+  dn: z.string().default(''),
+  /** DN the account resolved to at creation (used to claim it in the registry). */
+  resolved_dn: z.string().default(''),
+  rotation_period: z.number().int(),
+  password: z.string().default(''),
+  last_password: z.string().default(''),
+  /** Unix ms; 0 = never rotated by the server (imported with skip_import_rotation). */
+  last_rotation: z.number().default(0),
+  next_rotation: z.number(),
+  last_error: z.string().default(''),
+  last_error_time: z.number().default(0),
+  failed_attempts: z.number().int().default(0),
+});
+export type StaticRole = z.infer<typeof staticRoleSchema>;
+
+export const staticRoleKey = (name: string): string => PREFIX + name;
+export const staticRoleTarget = (name: string): string => PREFIX + name;
+
+export async function readStaticRole(storage: StorageView, name: string): Promise<StaticRole | undefined> {
+  return storage.getJson(staticRoleKey(name), (raw) => staticRoleSchema.parse(raw));
+}
+
+export function putStaticRoleOp(role: StaticRole): StorageOp {
+  return { type: 'put', key: staticRoleKey(role.name), value: jsonBytes(staticRoleSchema.parse(role)) };
+}
+
+export async function writeStaticRole(storage: StorageView, role: StaticRole): Promise<void> {
+  await storage.transaction([putStaticRoleOp(role)]);
+}
+
+export async function listStaticRoleNames(storage: StorageView): Promise<string[]> {
+  return (await storage.listRecursive(PREFIX)).map((k) => k.slice(PREFIX.length));
+}
+
+const owner = (name: string): AccountOwner => ({ kind: 'static-role', name });
+const identities = (role: Pick<StaticRole, 'username' | 'dn' | 'resolved_dn'>): AccountIdentity[] =>
+  [{ username: role.username, dn: role.resolved_dn || role.dn || undefined }];
+
+export const rfc3339 = (ms: number): string => (ms > 0 ? new Date(ms).toISOString() : '0001-01-01T00:00:00Z');
+
+// ---- rotation --------------------------------------------------------------------------------------
+
+/**
+ * Rotates one role now under its lock. On failure the role records the error and is rescheduled with
+ * backoff; the error is rethrown for a manual caller.
+ */
+export async function rotateStaticRole(engine: LdapEngine, name: string): Promise<StaticRole | undefined> {
+  return engine.locks.run(staticRoleKey(name), async () => {
+    const role = await readStaticRole(engine.storage, name);
+    if (!role) {
+      engine.scheduler.unschedule(name);
+      return undefined;
+    }
+    try {
+      let rotated: StaticRole = role;
+      await changePasswordWithWal(engine, {
+        target: staticRoleTarget(name),
+        account: { dn: role.dn || undefined, username: role.username },
+        commit: (password) => {
+          const now = engine.clock.now();
+          rotated = {
+            ...role, password, last_password: role.password, last_rotation: now,
+            next_rotation: now + role.rotation_period * 1000, last_error: '', last_error_time: 0, failed_attempts: 0,
+          };
+          return [putStaticRoleOp(rotated)];
+        },
+      });
+      engine.scheduler.schedule(name, rotated.next_rotation);
+      return rotated;
+    } catch (err) {
+      await recordFailure(engine, name, err);
+      throw err;
+    }
+  });
+}
+
+async function recordFailure(engine: LdapEngine, name: string, err: unknown): Promise<void> {
+  const now = engine.clock.now();
+  const role = await readStaticRole(engine.storage, name).catch(() => undefined);
+  const attempts = (role?.failed_attempts ?? 0) + 1;
+  const next = now + retryDelayMs(attempts, engine.options.retryBaseMs, engine.options.retryMaxMs);
+  const message = err instanceof StrongroomError ? err.message : 'internal error';
+  engine.ctx.logger.warn({ role: name, attempts, retry_in_ms: next - now, error: message }, 'static role rotation failed');
+  if (role) {
+    // Best effort: if storage is what failed, the in-memory schedule below still retries.
+    await writeStaticRole(engine.storage, { ...role, last_error: message, last_error_time: now, failed_attempts: attempts, next_rotation: next })
+      .catch(() => undefined);
+  }
+  engine.scheduler.schedule(name, next);
+}
+
+// ---- endpoint --------------------------------------------------------------------------------------
+
+const roleFields = {
+  username: field.string('Name of the existing entry, matched against userattr under userdn. Cannot change after creation.'),
+  dn: field.string('DN of the entry; when set it is used instead of the username search. Cannot change after creation.'),
+  rotation_period: field.duration('How often the password is rotated (duration or seconds, at least 5s).'),
+  skip_import_rotation: field.bool('Do not rotate on creation; the password is unknown until the first rotation. Default from the config.'),
+};
+
+type RoleRequest = BackendRequest<typeof roleFields>;
+
+function validatePeriod(seconds: number | undefined): number {
+  if (seconds === undefined) throw new BadRequestError('rotation_period: rotation_period is required to create static accounts');
+  if (seconds < MIN_ROTATION_PERIOD) throw new BadRequestError(`rotation_period: rotation_period must be ${MIN_ROTATION_PERIOD} seconds or more`);
+  return seconds;
+}
+
+async function createRole(engine: LdapEngine, name: string, req: RoleRequest): Promise<void> {
+  if (!req.has('username')) throw new BadRequestError('username: username is a required field to manage a static account');
+  const username = (req.data.username ?? '').trim();
+  if (!username) throw new BadRequestError('username: username must not be empty');
+  const dn = (req.data.dn ?? '').trim();
+  if (dn && !isValidDn(dn)) throw new BadRequestError(`dn: "${dn}" is not a valid DN`);
+  const period = validatePeriod(req.has('rotation_period') ? req.data.rotation_period : undefined);
+
+  const config = await readConfig(engine.storage);
+  const skip = req.has('skip_import_rotation') ? req.data.skip_import_rotation === true : config?.skip_static_role_import_rotation ?? false;
+  // Only an explicit skip works without a config (nothing touches the directory then).
+  if (!config && !skip) throw missingConfigError();
+  // The entry must exist; resolving it also gives the DN the registry claims.
+  const resolvedDn = config ? (await (await engine.connections.get()).client.resolveAccount({ dn: dn || undefined, username })).dn : '';
+
+  const now = engine.clock.now();
+  const role: StaticRole = {
+    name, username, dn, resolved_dn: resolvedDn, rotation_period: period, password: '', last_password: '',
+    last_rotation: 0, next_rotation: now + period * 1000, last_error: '', last_error_time: 0, failed_attempts: 0,
+  };
+  await engine.accounts.claim(owner(name), identities(role));
+  if (skip) {
+    try {
+      await writeStaticRole(engine.storage, role);
+    } catch (err) {
+      await engine.accounts.release(owner(name), identities(role));
+      throw err;
+    }
+    engine.scheduler.schedule(name, role.next_rotation);
+    return;
+  }
+
+  try {
+    await changePasswordWithWal(engine, {
+      target: staticRoleTarget(name),
+      account: { dn: dn || resolvedDn || undefined, username },
+      // The role is stored with the WAL, so a crash from here on leaves both and start-up finishes the import.
+      prepare: [putStaticRoleOp(role)],
+      commit: (password) => {
+        const at = engine.clock.now();
+        return [putStaticRoleOp({ ...role, password, last_rotation: at, next_rotation: at + period * 1000 })];
+      },
+    });
+    engine.scheduler.schedule(name, (await readStaticRole(engine.storage, name))!.next_rotation);
+  } catch (err) {
+    // Unknown outcome (the modify may have landed): keep the pending role and its WAL; retries finish it.
+    const unknownOutcome = err instanceof UnrecordedPasswordError || (err instanceof LdapProviderError && err.kind === 'connection');
+    if (unknownOutcome && (await readStaticRole(engine.storage, name).catch(() => undefined))) {
+      await recordFailure(engine, name, err);
+      throw err;
+    }
+    // The directory refused (or was never reached): nothing changed there, so undo everything here.
+    await engine.storage.transaction([{ type: 'delete', key: staticRoleKey(name) }, { type: 'delete', key: walKey(staticRoleTarget(name)) }]).catch(() => undefined);
+    await engine.accounts.release(owner(name), identities(role)).catch(() => undefined);
+    throw err;
+  }
+}
+
+async function updateRole(engine: LdapEngine, role: StaticRole, req: RoleRequest): Promise<void> {
+  if (req.has('username') && (req.data.username ?? '').trim() !== role.username) {
+    throw new BadRequestError('username: cannot update static account username');
+  }
+  const next = { ...role };
+  if (req.has('dn')) {
+    const dn = (req.data.dn ?? '').trim();
+    // "" clears the DN (the username search is used from then on); any other value must be the same entry.
+    if (dn && !(isValidDn(dn) && role.dn && dnEquals(dn, role.dn))) throw new BadRequestError('dn: cannot update static account distinguished name (dn)');
+    next.dn = dn ? role.dn : '';
+  }
+  if (req.has('skip_import_rotation')) throw new BadRequestError('skip_import_rotation: skip_import_rotation has no effect on updates');
+  if (req.has('rotation_period')) {
+    next.rotation_period = validatePeriod(req.data.rotation_period);
+    // A role waiting for a retry keeps its retry time; otherwise the period counts from the last rotation.
+    if (!role.last_error) next.next_rotation = (role.last_rotation || engine.clock.now()) + next.rotation_period * 1000;
+  }
+  await writeStaticRole(engine.storage, next);
+  engine.scheduler.schedule(role.name, next.next_rotation);
+}
+
+async function deleteRole(engine: LdapEngine, name: string): Promise<void> {
+  await engine.locks.run(staticRoleKey(name), async () => {
+    const role = await readStaticRole(engine.storage, name);
+    if (!role) return;
+    engine.scheduler.unschedule(name);
+    // The directory keeps the last password the server set; the WAL of an unfinished rotation goes too.
+    await engine.storage.transaction([{ type: 'delete', key: staticRoleKey(name) }, { type: 'delete', key: walKey(staticRoleTarget(name)) }]);
+    await engine.accounts.release(owner(name), identities(role));
+  });
+}
+
+function readData(role: StaticRole): Record<string, unknown> {
+  return {
+    dn: role.dn,
+    username: role.username,
+    rotation_period: role.rotation_period,
+    ...(role.last_rotation ? { last_service_rotation: rfc3339(role.last_rotation) } : {}),
+    // Failures are visible until the next successful rotation.
+    ...(role.last_error
+      ? { last_rotation_error: role.last_error, last_rotation_error_time: rfc3339(role.last_error_time), failed_rotation_attempts: role.failed_attempts }
+      : {}),
+  };
+}
+
+async function listKeys(engine: LdapEngine, prefix: string): Promise<{ data: { keys: string[] } }> {
+  return { data: { keys: await engine.storage.list(PREFIX + prefix.toLowerCase()) } };
+}
+
+export function staticRolesPart(engine: LdapEngine): LdapEnginePart {
+  engine.configDependents.push({ what: 'static roles', names: () => listStaticRoleNames(engine.storage) });
+  return {
+    paths: [
+      definePath({
+        pattern: `static-role/(?<name>${NAME_PATTERN})`,
+        description: 'Manage a static role: an existing account whose password is rotated on a period.',
+        fields: roleFields,
+        existenceCheck: async (req) => (await readStaticRole(engine.storage, req.params.name!.toLowerCase())) !== undefined,
+        operations: {
+          read: async (req) => {
+            const role = await readStaticRole(engine.storage, req.params.name!.toLowerCase());
+            return role ? { data: readData(role) } : undefined;
+          },
+          update: async (req) => {
+            const name = req.params.name!.toLowerCase();
+            await engine.locks.run(staticRoleKey(name), async () => {
+              const existing = await readStaticRole(engine.storage, name);
+              if (existing) await updateRole(engine, existing, req);
+              else await createRole(engine, name, req);
+            });
+          },
+          delete: async (req) => deleteRole(engine, req.params.name!.toLowerCase()),
+        },
+      }),
+      definePath({
+        pattern: 'static-role/?(?<prefix>(?:.+/)?)',
+        description: 'List static roles; names that are prefixes of deeper names end with "/".',
+        operations: {
+          list: async (req) => listKeys(engine, req.params.prefix ?? ''),
+          read: async (req) => listKeys(engine, req.params.prefix ?? ''),
+        },
+      }),
+    ],
+    async initialize() {
+      const names = await listStaticRoleNames(engine.storage);
+      const pending = new Set(await listWalTargets(engine.storage, PREFIX));
+      const now = engine.clock.now();
+      for (const name of names) {
+        const role = await readStaticRole(engine.storage, name);
+        if (!role) continue;
+        // An unfinished rotation is finished at once with its WAL password; everything else keeps its time.
+        engine.scheduler.schedule(name, pending.has(staticRoleTarget(name)) ? now : role.next_rotation);
+        pending.delete(staticRoleTarget(name));
+      }
+      // WALs of roles that no longer exist.
+      for (const target of pending) await deleteWal(engine.storage, target);
+    },
+  };
+}

@@ -1,0 +1,27 @@
+/** Helpers for LDAP engine tests: a server whose `ldap/` mount is configured against an isolated OU. */
+import { expect } from 'vitest';
+import type { IsolatedOu, SlapdFacts } from './slapd.ts';
+import type { TestServer } from './server.ts';
+
+/** The smallest working config for an isolated OU: its own engine account, users searched under it. */
+export function ouConfig(facts: SlapdFacts, ou: IsolatedOu, extra: Record<string, unknown> = {}): Record<string, unknown> {
+  return { url: facts.url, binddn: ou.engine.dn, bindpass: ou.engine.password, userdn: ou.dn, request_timeout: 5, ...extra };
+}
+
+export async function configure(s: TestServer, facts: SlapdFacts, ou: IsolatedOu, extra: Record<string, unknown> = {}, mount = 'ldap'): Promise<void> {
+  const r = await s.request('POST', `${mount}/config`, { body: ouConfig(facts, ou, extra) });
+  expect(r.status, JSON.stringify(r.body)).toBe(204);
+}
+
+/** POST and expect success (204 or 200), reporting the body on failure. */
+export async function ok(s: TestServer, method: string, path: string, body?: unknown): Promise<any> {
+  const r = await s.request(method, path, body === undefined ? {} : { body });
+  expect([200, 204], `${method} ${path}: ${r.status} ${JSON.stringify(r.body)}`).toContain(r.status);
+  return r.body;
+}
+
+export async function cred(s: TestServer, name: string, mount = 'ldap'): Promise<Record<string, any>> {
+  const r = await s.request('GET', `${mount}/static-cred/${name}`);
+  expect(r.status, JSON.stringify(r.body)).toBe(200);
+  return r.body.data;
+}
