@@ -13,7 +13,8 @@ import { rotateRootPart } from './rotate-root.ts';
 import { RotationScheduler } from './rotation.ts';
 import { staticCredsPart } from './static-creds.ts';
 import { rotateStaticRole, staticRolesPart } from './static-roles.ts';
-// Dynamic roles:  import { dynamicRolesPart } from './dynamic-roles.ts';
+import { dynamicCredsPart } from './dynamic-creds.ts';
+import { dynamicRolesPart } from './dynamic-roles.ts';
 import { libraryPart } from './library.ts';
 
 /**
@@ -27,7 +28,8 @@ const PARTS: Array<(engine: LdapEngine) => LdapEnginePart> = [
   rotateRootPart,
   staticRolesPart,
   staticCredsPart,
-  // dynamicRolesPart,
+  dynamicRolesPart,
+  dynamicCredsPart,
   libraryPart,
 ];
 
