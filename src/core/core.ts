@@ -281,13 +281,17 @@ export class Core {
       throw new NotFoundError(mounted ? 'unsupported path' : `no handler for route "${path}". route entry not found.`);
     }
 
-    const leaseId = `${path}/${randomBase62(24)}`.replace(/\/+/g, '/');
+    let leaseId: string | undefined;
+    const nextLeaseId = () => (leaseId ??= `${path}/${randomBase62(24)}`.replace(/\/+/g, '/'));
     const { values, errors } = validateFields(match.def.fields ?? {}, input);
     const provided = new Set(Object.keys(input));
     const backendReq: BackendRequest = {
       operation, requestId, path: relative, params: match.params, data: values,
       has: (name) => provided.has(name), storage: new StorageView(this.barrier, storagePrefix(mounted.entry)),
-      caller, mount: mounted.info, remoteAddress: req.remoteAddress, leaseId,
+      caller, mount: mounted.info, remoteAddress: req.remoteAddress,
+      get leaseId() {
+        return nextLeaseId();
+      },
     };
 
     if (operation === 'update' && match.def.existenceCheck && errors.length === 0) {
@@ -322,13 +326,13 @@ export class Core {
       ttl = max > 0 ? Math.min(ttl, max) : ttl;
       const now = this.clock.now();
       await this.leases.register({
-        id: leaseId, kind: 'secret', mountPath: mounted.entry.path, secretType: secret.type, internal: secret.internal,
+        id: nextLeaseId(), kind: 'secret', mountPath: mounted.entry.path, secretType: secret.type, internal: secret.internal,
         issueTime: now, expireTime: now + ttl * 1000, ttl, maxTtl: secret.maxTtl ?? 0, renewable: secret.renewable ?? true,
         tokenSalted: token?.salted ?? '',
       });
       leaseDuration = ttl;
       renewable = secret.renewable ?? true;
-      issuedLease = leaseId;
+      issuedLease = nextLeaseId();
     }
     if (response?.lease) {
       issuedLease = response.lease.id;

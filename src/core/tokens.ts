@@ -36,6 +36,12 @@ export class TokenStore {
   readonly #view: StorageView;
   readonly #clock: Clock;
   #salt = '';
+  /**
+   * Every request looks its token up, so parsed entries are cached. This process is the only writer of its
+   * store (SQLite is single-node), and every write below goes through save/remove, which refresh the cache.
+   */
+  readonly #cache = new Map<string, TokenEntry | null>();
+  static readonly CACHE_LIMIT = 10_000;
 
   constructor(view: StorageView, clock: Clock) {
     this.#view = view;
@@ -65,11 +71,21 @@ export class TokenStore {
     ];
     if (entry.parent) ops.push({ type: 'put', key: `parent/${entry.parent}/${entry.salted}`, value: Buffer.alloc(0) });
     await this.#view.transaction(ops);
+    this.#remember(entry.salted, entry);
     return { token, entry };
   }
 
   async lookupSalted(salted: string): Promise<TokenEntry | undefined> {
-    return this.#view.getJson(`id/${salted}`, (raw) => tokenEntrySchema.parse(raw));
+    const cached = this.#cache.get(salted);
+    if (cached !== undefined) return cached ?? undefined;
+    const entry = await this.#view.getJson(`id/${salted}`, (raw) => tokenEntrySchema.parse(raw));
+    this.#remember(salted, entry ?? null);
+    return entry;
+  }
+
+  #remember(salted: string, entry: TokenEntry | null): void {
+    if (this.#cache.size >= TokenStore.CACHE_LIMIT) this.#cache.delete(this.#cache.keys().next().value!);
+    this.#cache.set(salted, entry);
   }
 
   /** Returns the live entry for a presented token; expired or used-up tokens count as absent. */
@@ -92,6 +108,7 @@ export class TokenStore {
   }
 
   async save(entry: TokenEntry): Promise<void> {
+    this.#remember(entry.salted, entry);
     await this.#view.putJson(`id/${entry.salted}`, entry);
   }
 
@@ -106,7 +123,9 @@ export class TokenStore {
       { type: 'delete', key: `accessor/${this.salt(entry.accessor)}` },
     ];
     if (entry.parent) ops.push({ type: 'delete', key: `parent/${entry.parent}/${entry.salted}` });
+    this.#cache.delete(entry.salted);
     await this.#view.transaction(ops);
+    this.#cache.delete(entry.salted);
   }
 
   /** Makes a child an orphan (revoke-orphan). */

@@ -63,22 +63,15 @@ export class SqliteStorage implements Storage {
     const end = prefix + '\uffff';
     const keys: string[] = [];
     let from = prefix;
-    // Skip-scan: once a folder is seen, jump past everything inside it instead of reading each key.
+    // Reads a batch at a time; when a batch ends inside a folder, the next batch starts past that folder, so a
+    // folder with millions of entries costs one batch, and many small folders are read in bulk.
     for (;;) {
       const rows = this.#rangeStmt.all(from, end) as Array<{ key: string }>;
-      if (rows.length === 0) break;
-      let jumped = false;
-      for (const { key } of rows) {
-        keys.push(key);
-        const slash = key.indexOf('/', prefix.length);
-        if (slash !== -1) {
-          from = key.slice(0, slash + 1) + '\uffff';
-          jumped = true;
-          break;
-        }
-        from = key + '\u0000';
-      }
-      if (!jumped && rows.length < 1000) break;
+      for (const { key } of rows) keys.push(key);
+      if (rows.length < 1000) break;
+      const last = rows[rows.length - 1].key;
+      const slash = last.indexOf('/', prefix.length);
+      from = slash === -1 ? last + '\u0000' : last.slice(0, slash + 1) + '\uffff';
     }
     return directChildren(prefix, keys);
   }

@@ -1,0 +1,16 @@
+/**
+ * `npm run bench`: throughput and memory figures, each as a ratio against a baseline measured in the same run
+ * on the same machine. BENCH_SECONDS sets the load duration per measurement (default 5).
+ */
+import { benchCore, benchLeaseRestart } from './core.ts';
+
+const seconds = Number(process.env.BENCH_SECONDS ?? 5);
+const sections: Array<[string, () => Promise<string[]>]> = [
+  ['core pipeline', () => benchCore(seconds)],
+  ['lease restart', () => benchLeaseRestart(Number(process.env.BENCH_LEASES ?? 100_000))],
+];
+
+for (const [name, run] of sections) {
+  process.stdout.write(`\n== ${name}\n`);
+  for (const line of await run()) process.stdout.write(`${line}\n`);
+}

@@ -1,0 +1,70 @@
+/**
+ * Child processes for the benchmarks, so a server never shares an event loop with the load generator:
+ *   servers.ts bare            — a bare Fastify JSON route (the baseline)
+ *   servers.ts strongroom DIR  — the full server on SQLite in DIR, with a stored object and a read-only token
+ *   servers.ts leases DIR N    — registers N leases in DIR, then exits
+ *   servers.ts restart DIR     — reopens DIR and reports the time to serving and RSS
+ */
+import Fastify from 'fastify';
+import { randomBytes } from 'node:crypto';
+import { writeFileSync, readFileSync, existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { createLogger } from '../src/logger.ts';
+import { createServer } from '../src/server.ts';
+import { loadSettings } from '../src/settings.ts';
+import { testBackend } from '../test/support/test-backend.ts';
+
+const [mode, dir, count] = process.argv.slice(2);
+// A normal exit on SIGINT lets --cpu-prof write its profile when profiling a server.
+process.once('SIGINT', () => process.exit(0));
+const ready = (info: Record<string, unknown>) => process.stdout.write(`READY ${JSON.stringify(info)}\n`);
+
+function settingsFor(d: string) {
+  const keyFile = join(d, 'bench.key');
+  if (!existsSync(keyFile)) writeFileSync(keyFile, randomBytes(32).toString('base64'));
+  return loadSettings({ STRONGROOM_STORAGE: `sqlite:${join(d, 'strongroom.db')}`, STRONGROOM_UNSEAL_KEY: readFileSync(keyFile, 'utf8'), STRONGROOM_LOG_LEVEL: 'silent', STRONGROOM_DEV: '1', STRONGROOM_DEV_ROOT_TOKEN: 'root' }, []);
+}
+const backends = { secret: { bench: testBackend(new Map()) }, auth: {} };
+
+if (mode === 'bare') {
+  const app = Fastify();
+  app.get('/v1/bare', async () => ({ data: { value: 'x' } }));
+  ready({ url: await app.listen({ host: '127.0.0.1', port: 0 }) });
+} else if (mode === 'strongroom') {
+  const s = await createServer(settingsFor(dir), createLogger('silent'), { backends });
+  const url = await s.app.listen({ host: '127.0.0.1', port: 0 });
+  const call = (method: string, path: string, body?: unknown, token = 'root') => s.app.inject({ method: method as 'GET', url: `/v1/${path}`, headers: { 'x-service-token': token, 'content-type': 'application/json' }, payload: body === undefined ? undefined : JSON.stringify(body) });
+  await call('POST', 'sys/mounts/kv', { type: 'bench' });
+  await call('POST', 'kv/data/app/config', { value: 'a stored value' });
+  await call('PUT', 'sys/policies/acl/reader', { policy: 'path "kv/data/app/*" { capabilities = ["read"] }\npath "kv/data/admin/*" { capabilities = ["deny"] }' });
+  const token = JSON.parse((await call('POST', 'auth/token/create', { policies: ['reader'] })).body).auth.client_token;
+  ready({ url, token });
+} else if (mode === 'leases') {
+  const s = await createServer(settingsFor(dir), createLogger('silent'), { backends });
+  const total = Number(count);
+  const now = Date.now();
+  const started = performance.now();
+  for (let i = 0; i < total; i += 2000) {
+    const batch = [];
+    for (let j = i; j < Math.min(total, i + 2000); j++) {
+      // Spread expiries over the default 768h so restart must not load them all.
+      const ttl = 3600 + Math.floor((j / total) * 767 * 3600);
+      batch.push(s.core.leases.register({ id: `kv/creds/bench/${j}`, kind: 'secret', mountPath: 'kv/', secretType: 'test_secret', internal: { name: `n${j}` }, issueTime: now, expireTime: now + ttl * 1000, ttl, maxTtl: 0, renewable: true, tokenSalted: '' }));
+    }
+    await Promise.all(batch);
+  }
+  const seconds = (performance.now() - started) / 1000;
+  await s.close();
+  ready({ seconds });
+  process.exit(0);
+} else if (mode === 'restart') {
+  const started = performance.now();
+  const s = await createServer(settingsFor(dir), createLogger('silent'), { backends });
+  const url = await s.app.listen({ host: '127.0.0.1', port: 0 });
+  const res = await fetch(`${url}/v1/sys/health`);
+  const ms = performance.now() - started;
+  ready({ msToServing: ms, status: res.status, rssMiB: process.memoryUsage().rss / 2 ** 20 });
+} else {
+  process.stderr.write(`unknown mode ${mode}\n`);
+  process.exit(2);
+}

@@ -1,0 +1,42 @@
+import autocannon from 'autocannon';
+import { spawn, type ChildProcess } from 'node:child_process';
+
+export interface Throughput {
+  rps: number;
+  p99: number;
+  errors: number;
+}
+
+/** One autocannon run against a URL (64 connections unless told), reporting mean requests/s and p99 latency. */
+export async function load(url: string, opts: { connections?: number; seconds?: number; headers?: Record<string, string> } = {}): Promise<Throughput> {
+  const result = await autocannon({ url, connections: opts.connections ?? 64, duration: opts.seconds ?? 5, headers: opts.headers });
+  return { rps: result.requests.average, p99: result.latency.p99, errors: result.errors + result.non2xx };
+}
+
+/** Starts a child Node process running `script` and resolves when it prints `READY <json>`. */
+export function child(script: string, args: string[], env: Record<string, string> = {}): Promise<{ proc: ChildProcess; info: Record<string, unknown> }> {
+  return new Promise((resolve, reject) => {
+    const proc = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', script, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+    let buf = '';
+    const timer = setTimeout(() => reject(new Error(`${script} did not become ready in 120 s`)), 120_000);
+    proc.stdout!.on('data', (d) => {
+      buf += d;
+      const m = /READY (\{.*\})\n/.exec(buf);
+      if (m) {
+        clearTimeout(timer);
+        resolve({ proc, info: JSON.parse(m[1]) });
+      }
+    });
+    proc.once('exit', (code) => reject(new Error(`${script} exited with ${code}`)));
+  });
+}
+
+export async function stop(proc: ChildProcess): Promise<void> {
+  if (proc.exitCode !== null) return;
+  proc.removeAllListeners('exit');
+  proc.kill('SIGTERM');
+  await new Promise((r) => proc.once('exit', r));
+}
+
+export const ratio = (a: number, b: number) => (b === 0 ? 0 : a / b);
+export const fmt = (n: number, digits = 0) => n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
