@@ -1,10 +1,12 @@
 import { cloudAuthBackend } from './auth/cloud/index.ts';
 import type { BackendRegistry } from './core/core.ts';
+import { cloudBackend } from './engines/cloud/index.ts';
 import { ldapBackend } from './engines/ldap/index.ts';
 
 /** Every engine and auth method type this build can mount. */
 export const backendTypes: BackendRegistry = { secret: {}, auth: {} };
 backendTypes.secret.ldap = ldapBackend();
+backendTypes.secret.cloud = cloudBackend;
 backendTypes.auth.cloud = cloudAuthBackend;
 
 /** Mounted on first initialisation when their type is registered. */

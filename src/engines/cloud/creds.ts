@@ -1,0 +1,81 @@
+import { BadRequestError, ConflictError } from '../../core/errors.ts';
+import { definePath, type BackendResponse, type PathDefinition } from '../../core/framework.ts';
+import { newUuid } from '../../core/ids.ts';
+import type { NewPassword } from '../../providers/azure/graph.ts';
+import type { CloudEngine, Connection } from './engine.ts';
+import { createPrincipal } from './principals.ts';
+import { DYNAMIC_SECRET, STATIC_SECRET, type DynamicLease, type StaticLease } from './revoke.ts';
+import { readRole, ROLE_NAME, roleName, SIGN_IN_AUDIENCES, type CloudRole } from './roles.ts';
+
+function credentialResponse(appId: string, password: NewPassword, role: CloudRole, type: string, internal: DynamicLease | StaticLease): BackendResponse {
+  return {
+    data: { client_id: appId, client_secret: password.secretText, expiration: password.endDateTime },
+    secret: { type, ttl: role.ttl, maxTtl: role.max_ttl, renewable: true, internal: { ...internal } },
+  };
+}
+
+/** A password on an existing (or the role's persisted) application; revoke removes only this password. */
+async function issueStatic(engine: CloudEngine, conn: Connection, name: string, role: CloudRole, endDateTime: Date): Promise<BackendResponse> {
+  const appObjectId = role.managed_app?.app_object_id ?? role.application_object_id;
+  const appId = role.managed_app?.app_id ?? role.application_id;
+  // The config may have changed (or come from the environment) since the role was written.
+  if (conn.config.client_id && appId.toLowerCase() === conn.config.client_id.toLowerCase()) {
+    throw new BadRequestError(`role '${name}' targets the engine's own application; credentials are not issued for it`);
+  }
+  const displayName = `strongroom-${newUuid()}`;
+  const walId = await engine.wal.begin({ kind: 'password', created_at: 0, app_object_id: appObjectId, display_name: displayName });
+  let password: NewPassword;
+  try {
+    password = await conn.clients.graph.addApplicationPassword(appObjectId, { displayName, endDateTime });
+  } catch (err) {
+    await engine.wal.compensate(walId, conn.clients);
+    if (/size of the object has exceeded its limit/i.test((err as Error).message)) {
+      throw new ConflictError(`maximum number of application passwords reached on application ${appObjectId}`);
+    }
+    throw err;
+  }
+  await engine.wal.commit(walId);
+  return credentialResponse(appId, password, role, STATIC_SECRET, {
+    app_object_id: appObjectId, app_id: appId, key_id: password.keyId, key_end_date: password.endDateTime, role: name,
+  });
+}
+
+/** A new application, service principal and password with the role's assignments and groups. */
+async function issueDynamic(engine: CloudEngine, conn: Connection, name: string, role: CloudRole, endDateTime: Date): Promise<BackendResponse> {
+  const created = await createPrincipal(conn.clients, engine.wal, {
+    displayName: `strongroom-${newUuid()}`, tags: role.tags, signInAudience: SIGN_IN_AUDIENCES[role.sign_in_audience] ?? '',
+    roles: role.cloud_roles, groups: role.cloud_groups, permanentlyDelete: role.permanently_delete,
+    password: { displayName: 'strongroom', endDateTime },
+  });
+  const password = created.password!;
+  // From here the lease owns the objects.
+  await engine.wal.commit(created.walId);
+  return credentialResponse(created.appId, password, role, DYNAMIC_SECRET, {
+    app_object_id: created.appObjectId, app_id: created.appId, sp_object_id: created.spObjectId,
+    role_assignment_ids: created.roleAssignmentIds, group_membership_ids: created.groupIds,
+    permanently_delete: role.permanently_delete, key_id: password.keyId, key_end_date: password.endDateTime, role: name,
+  });
+}
+
+export function credsPaths(engine: CloudEngine): PathDefinition[] {
+  return [
+    definePath({
+      pattern: `creds/(?<name>${ROLE_NAME})`,
+      description: 'Issue a client id and secret for a role.',
+      operations: {
+        read: async (req) => {
+          const name = roleName(req);
+          const role = await readRole(req.storage, name);
+          if (!role) throw new BadRequestError(`role '${name}' does not exist`);
+          const conn = await engine.connect();
+          // The password expires with the longest the lease may live, not years later.
+          const lifetime = role.max_ttl || engine.system.maxLeaseTtl();
+          const endDateTime = new Date(engine.clock.now() + lifetime * 1000);
+          return role.application_object_id || role.managed_app
+            ? issueStatic(engine, conn, name, role, endDateTime)
+            : issueDynamic(engine, conn, name, role, endDateTime);
+        },
+      },
+    }),
+  ];
+}

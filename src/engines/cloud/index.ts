@@ -1,0 +1,49 @@
+/**
+ * The cloud secrets engine: dynamic service principals (or passwords on existing applications)
+ * from named roles, against Azure through the provider clients.
+ */
+import type { Backend, BackendContext, BackendFactory } from '../../core/framework.ts';
+import { AzureClientFactory } from '../../providers/azure/clients.ts';
+import type { RetryOptions } from '../../providers/azure/retry.ts';
+import { configPaths } from './config.ts';
+import { credsPaths } from './creds.ts';
+import { CloudEngine } from './engine.ts';
+import { secretTypes } from './revoke.ts';
+import { rolePaths } from './roles.ts';
+import { RootRotation, rotateRootPaths, type RotateRootOptions } from './rotate-root.ts';
+
+export interface CloudEngineOptions {
+  /** Where CLOUD_* overrides and CLOUD_ENVIRONMENT_FILEPATH are read (default process.env). */
+  env?: NodeJS.ProcessEnv;
+  retry?: RetryOptions;
+  rotateRoot?: RotateRootOptions;
+}
+
+export function cloudSecretsEngine(options: CloudEngineOptions = {}): BackendFactory {
+  return (ctx: BackendContext): Backend => {
+    const env = options.env ?? process.env;
+    const factory = new AzureClientFactory({ env, retry: options.retry, logSink: (line) => ctx.logger.debug(line) });
+    const engine = new CloudEngine({ storage: ctx.storage, clock: ctx.clock, logger: ctx.logger, system: ctx.system, mountAccessor: ctx.mount.accessor, env, factory });
+    const rotation = new RootRotation(engine, options.rotateRoot);
+    return {
+      // Literal paths first; `roles/?` (list) before `roles/<name>`.
+      paths: [
+        ...configPaths({ env, envOptions: { env }, withConfigLock: (fn) => engine.locks.run('config', fn), onChange: () => engine.invalidate() }),
+        ...rotateRootPaths(rotation),
+        ...rolePaths(engine),
+        ...credsPaths(engine),
+      ],
+      secrets: secretTypes(async () => (await engine.connect()).clients),
+      async initialize() {
+        await engine.wal.sweep();
+        await rotation.resume();
+      },
+      async cleanup() {
+        engine.wal.stop();
+        rotation.stop();
+      },
+    };
+  };
+}
+
+export const cloudBackend: BackendFactory = cloudSecretsEngine();

@@ -1,0 +1,332 @@
+import { z } from 'zod';
+import { BadRequestError, NotFoundError } from '../../core/errors.ts';
+import { field } from '../../core/fields.ts';
+import { definePath, type BackendRequest, type PathDefinition } from '../../core/framework.ts';
+import { newUuid } from '../../core/ids.ts';
+import type { StorageView } from '../../core/storage/view.ts';
+import type { AzureClients } from '../../providers/azure/clients.ts';
+import type { CloudConfig } from './config.ts';
+import type { CloudEngine, Connection } from './engine.ts';
+import { createPrincipal } from './principals.ts';
+import { removePrincipal } from './revoke.ts';
+
+const canonicalRoleSchema = z.object({ role_name: z.string(), role_id: z.string(), scope: z.string() });
+const canonicalGroupSchema = z.object({ group_name: z.string(), object_id: z.string() });
+export type CanonicalRole = z.infer<typeof canonicalRoleSchema>;
+export type CanonicalGroup = z.infer<typeof canonicalGroupSchema>;
+
+/** The application and principal a persist_app role owns, with what was granted to it. */
+const managedAppSchema = z.object({
+  app_object_id: z.string(),
+  app_id: z.string(),
+  sp_object_id: z.string(),
+  role_assignments: z.array(z.object({ role_id: z.string(), scope: z.string(), id: z.string() })),
+  group_ids: z.array(z.string()),
+});
+type ManagedApp = z.infer<typeof managedAppSchema>;
+
+const roleSchema = z.object({
+  cloud_roles: z.array(canonicalRoleSchema),
+  cloud_groups: z.array(canonicalGroupSchema),
+  application_object_id: z.string(),
+  /** appId of application_object_id, resolved at write time. */
+  application_id: z.string(),
+  persist_app: z.boolean(),
+  ttl: z.number().int().nonnegative(),
+  max_ttl: z.number().int().nonnegative(),
+  permanently_delete: z.boolean(),
+  sign_in_audience: z.string(),
+  tags: z.array(z.string()),
+  managed_app: managedAppSchema.nullable(),
+});
+export type CloudRole = z.infer<typeof roleSchema>;
+
+/** Vault's role-name grammar; names are lower-cased on every path. */
+export const ROLE_NAME = String.raw`\w(?:[\w.-]*\w)?`;
+export const roleName = (req: Pick<BackendRequest, 'params'>): string => req.params.name!.toLowerCase();
+const roleKey = (name: string) => `roles/${name}`;
+
+export async function readRole(storage: StorageView, name: string): Promise<CloudRole | undefined> {
+  return storage.getJson(roleKey(name), (raw) => roleSchema.parse(raw));
+}
+async function writeRole(storage: StorageView, name: string, role: CloudRole): Promise<void> {
+  await storage.putJson(roleKey(name), roleSchema.parse(role));
+}
+async function deleteRole(storage: StorageView, name: string): Promise<void> {
+  await storage.delete(roleKey(name));
+}
+async function listRoles(storage: StorageView): Promise<string[]> {
+  return storage.list('roles/');
+}
+
+/** The spec's names for Azure's sign-in audiences. */
+export const SIGN_IN_AUDIENCES: Record<string, string> = {
+  CloudADMyOrg: 'AzureADMyOrg',
+  CloudADMultipleOrgs: 'AzureADMultipleOrgs',
+  CloudADandPersonalCloudAccount: 'AzureADandPersonalMicrosoftAccount',
+  PersonalCloudAccount: 'PersonalMicrosoftAccount',
+};
+
+const GUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/** Management group, subscription, resource group or a resource below one; no empty or dot segments. */
+const SCOPE = /^\/(?:providers\/Microsoft\.Management\/managementGroups\/[\w.()-]+|subscriptions\/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}(?:\/resourceGroups\/[\w.()-]+(?:\/providers(?:\/[^/\s]+)+)?)?)$/i;
+
+const roleInputSchema = z.object({
+  scope: z.string({ error: 'each element needs a string "scope"' }),
+  role_name: z.string().optional(),
+  role_id: z.string().optional(),
+}).refine((r) => !!(r.role_name?.trim() || r.role_id?.trim()), { message: 'each element needs "role_name" or "role_id"' });
+const groupInputSchema = z.object({
+  group_name: z.string().optional(),
+  object_id: z.string().optional(),
+}).refine((g) => !!(g.group_name?.trim() || g.object_id?.trim()), { message: 'each element needs "group_name" or "object_id"' });
+
+function parseJsonArray<T>(name: string, raw: string, element: z.ZodType<T>): T[] {
+  if (raw.trim() === '') return [];
+  let value: unknown;
+  try {
+    value = JSON.parse(raw);
+  } catch (err) {
+    throw new BadRequestError(`invalid value for field "${name}": not valid JSON: ${(err as Error).message}`);
+  }
+  const parsed = z.array(element, { error: 'expected a JSON array' }).safeParse(value);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const at = issue.path.length ? ` (element ${String(issue.path[0])})` : '';
+    throw new BadRequestError(`invalid value for field "${name}": ${issue.message}${at}`);
+  }
+  return parsed.data;
+}
+
+export function parseTags(tags: string[]): string[] {
+  const out = [...new Set(tags.map((t) => t.trim()))];
+  for (const t of out) {
+    if (t.length < 1 || t.length > 256) throw new BadRequestError('invalid value for field "tags": individual tag size must be between 1 and 256 characters (inclusive)');
+    if (/\s/.test(t)) throw new BadRequestError('invalid value for field "tags": whitespaces are not allowed in tags');
+  }
+  return out;
+}
+
+/** Rules of a whole role that need no Azure call. */
+export function validateRole(role: CloudRole, rawRoles: Array<z.infer<typeof roleInputSchema>>): void {
+  if (role.max_ttl > 0 && role.ttl > role.max_ttl) throw new BadRequestError('invalid value for field "ttl": ttl cannot be greater than max_ttl');
+  if (role.sign_in_audience && !(role.sign_in_audience in SIGN_IN_AUDIENCES)) {
+    throw new BadRequestError(`invalid value for field "sign_in_audience": valid values are ${Object.keys(SIGN_IN_AUDIENCES).join(', ')}`);
+  }
+  if (role.application_object_id) {
+    if (!GUID.test(role.application_object_id)) throw new BadRequestError('invalid value for field "application_object_id": expected an application object id (GUID)');
+    if (role.permanently_delete) throw new BadRequestError('invalid value for field "permanently_delete": permanently_delete must be false if application_object_id is provided');
+    if (role.persist_app) throw new BadRequestError('invalid value for field "persist_app": persist_app cannot be used with application_object_id (the application already persists)');
+  } else if (rawRoles.length === 0) {
+    throw new BadRequestError('missing required field "cloud_roles": either cloud_roles or application_object_id must be provided');
+  }
+  for (const r of rawRoles) {
+    if (!SCOPE.test(r.scope.trim())) throw new BadRequestError(`invalid value for field "cloud_roles": scope '${r.scope}' is not a management group, subscription, resource group or resource id`);
+  }
+}
+
+async function resolveRoles(clients: AzureClients, config: CloudConfig, input: Array<z.infer<typeof roleInputSchema>>): Promise<CanonicalRole[]> {
+  const out: CanonicalRole[] = [];
+  const seen = new Set<string>();
+  for (const r of input) {
+    const scope = r.scope.trim().replace(/\/+$/, '');
+    let def;
+    if (r.role_id?.trim()) {
+      const id = r.role_id.trim();
+      const full = GUID.test(id) ? `/subscriptions/${config.subscription_id}/providers/Microsoft.Authorization/roleDefinitions/${id}` : id;
+      def = await clients.roles.getRoleDefinition(full);
+      if (!def) throw new BadRequestError(`invalid value for field "cloud_roles": no role found for role_id: '${id}'`);
+    } else {
+      const name = r.role_name!.trim();
+      const found = await clients.roles.findRoleDefinitionsByName(`/subscriptions/${config.subscription_id}`, name);
+      if (found.length === 0) throw new BadRequestError(`invalid value for field "cloud_roles": no role found for role_name: '${name}'`);
+      if (found.length > 1) throw new BadRequestError(`invalid value for field "cloud_roles": multiple matches found for role_name: '${name}'. Specify role by ID instead.`);
+      def = found[0];
+    }
+    const key = `${def.id.toLowerCase()}|${scope.toLowerCase()}`;
+    if (seen.has(key)) throw new BadRequestError(`invalid value for field "cloud_roles": duplicate role_id and scope: '${def.id}', '${scope}'`);
+    seen.add(key);
+    out.push({ role_name: def.roleName, role_id: def.id, scope });
+  }
+  return out;
+}
+
+async function resolveGroups(clients: AzureClients, input: Array<z.infer<typeof groupInputSchema>>): Promise<CanonicalGroup[]> {
+  const out: CanonicalGroup[] = [];
+  for (const g of input) {
+    let group;
+    if (g.object_id?.trim()) {
+      const id = g.object_id.trim();
+      if (!GUID.test(id)) throw new BadRequestError(`invalid value for field "cloud_groups": object_id '${id}' is not a GUID`);
+      group = await clients.graph.getGroup(id);
+      if (!group) throw new BadRequestError(`invalid value for field "cloud_groups": no group found for object_id: '${id}'`);
+    } else {
+      const name = g.group_name!.trim();
+      const found = await clients.graph.findGroupsByDisplayName(name);
+      if (found.length === 0) throw new BadRequestError(`invalid value for field "cloud_groups": no group found for group_name: '${name}'`);
+      if (found.length > 1) throw new BadRequestError(`invalid value for field "cloud_groups": multiple matches found for group_name: '${name}'. Specify group by object_id instead.`);
+      group = found[0];
+    }
+    if (out.some((o) => o.object_id === group.id)) throw new BadRequestError(`invalid value for field "cloud_groups": duplicate object_id '${group.id}'`);
+    out.push({ group_name: group.displayName, object_id: group.id });
+  }
+  return out;
+}
+
+/** The existing application must exist and must not be the one the engine itself signs in as. */
+async function resolveApplication(conn: Connection, objectId: string): Promise<string> {
+  const app = await conn.clients.graph.getApplication(objectId);
+  if (!app) throw new BadRequestError(`invalid value for field "application_object_id": no application found with object id '${objectId}'`);
+  if (conn.config.client_id && app.appId.toLowerCase() === conn.config.client_id.toLowerCase()) {
+    throw new BadRequestError(`invalid value for field "application_object_id": the role may not target the engine's own application (client_id ${conn.config.client_id})`);
+  }
+  return app.appId;
+}
+
+/** Brings a persisted app's role assignments and group memberships in line with the role. */
+async function reconcileManagedApp(clients: AzureClients, managed: ManagedApp, role: CloudRole): Promise<ManagedApp> {
+  const key = (roleId: string, scope: string) => `${roleId.toLowerCase()}|${scope.toLowerCase()}`;
+  const wanted = new Set(role.cloud_roles.map((r) => key(r.role_id, r.scope)));
+  const kept = managed.role_assignments.filter((a) => wanted.has(key(a.role_id, a.scope)));
+  for (const a of managed.role_assignments.filter((x) => !wanted.has(key(x.role_id, x.scope)))) await clients.roles.deleteRoleAssignment(a.id);
+  const have = new Set(kept.map((a) => key(a.role_id, a.scope)));
+  for (const r of role.cloud_roles.filter((x) => !have.has(key(x.role_id, x.scope)))) {
+    const created = await clients.roles.createRoleAssignment({ scope: r.scope, name: newUuid(), roleDefinitionId: r.role_id, principalId: managed.sp_object_id });
+    kept.push({ role_id: r.role_id, scope: r.scope, id: created.id });
+  }
+  const groups = role.cloud_groups.map((g) => g.object_id);
+  for (const g of managed.group_ids.filter((x) => !groups.includes(x))) await clients.graph.removeGroupMember(g, managed.sp_object_id);
+  for (const g of groups.filter((x) => !managed.group_ids.includes(x))) await clients.graph.addGroupMember(g, managed.sp_object_id);
+  return { ...managed, role_assignments: kept, group_ids: groups };
+}
+
+export function removeManagedApp(clients: AzureClients, managed: ManagedApp, permanentlyDelete: boolean): Promise<void> {
+  return removePrincipal(clients, {
+    appObjectId: managed.app_object_id, spObjectId: managed.sp_object_id, roleAssignmentIds: managed.role_assignments.map((a) => a.id),
+    groupIds: managed.group_ids, permanentlyDelete,
+  });
+}
+
+const fields = {
+  name: field.string('Name of the role.'),
+  cloud_roles: field.string('JSON array (as a string) of role assignments: objects with scope and role_name or role_id.'),
+  cloud_groups: field.string('JSON array (as a string) of groups to join: objects with group_name or object_id.'),
+  application_object_id: field.string('Object id of an existing application whose passwords are issued instead of new principals.'),
+  persist_app: field.bool('Create one application and principal for the role and issue passwords on it.', { default: false }),
+  ttl: field.duration('Default lease TTL of issued credentials; 0 means the mount default.'),
+  max_ttl: field.duration('Maximum lease TTL of issued credentials; 0 means the mount maximum.'),
+  permanently_delete: field.bool('Also purge created applications and principals from deleted items. Must be false with application_object_id.', { default: false }),
+  sign_in_audience: field.string(`Who may sign in to created applications: ${Object.keys(SIGN_IN_AUDIENCES).join(', ')}.`),
+  tags: field.commaList('Comma-separated tags put on created applications.'),
+};
+type RoleFields = typeof fields;
+
+const EMPTY_ROLE: CloudRole = {
+  cloud_roles: [], cloud_groups: [], application_object_id: '', application_id: '', persist_app: false, ttl: 0, max_ttl: 0,
+  permanently_delete: false, sign_in_audience: '', tags: [], managed_app: null,
+};
+
+function roleView(r: CloudRole): Record<string, unknown> {
+  return {
+    cloud_roles: r.cloud_roles,
+    cloud_groups: r.cloud_groups,
+    application_object_id: r.application_object_id,
+    persist_app: r.persist_app,
+    ttl: r.ttl,
+    max_ttl: r.max_ttl,
+    permanently_delete: r.permanently_delete,
+    sign_in_audience: r.sign_in_audience,
+    tags: r.tags,
+    ...(r.managed_app ? { persisted_app: { client_id: r.managed_app.app_id, application_object_id: r.managed_app.app_object_id } } : {}),
+  };
+}
+
+async function writeRoleHandler(engine: CloudEngine, req: BackendRequest<RoleFields>): Promise<{ warnings?: string[] } | void> {
+  const name = roleName(req);
+  return engine.locks.run(`role/${name}`, async () => {
+    const current = await readRole(req.storage, name);
+    const next: CloudRole = { ...(current ?? EMPTY_ROLE) };
+    const str = (f: 'application_object_id' | 'sign_in_audience') => (req.data[f] ?? '').trim();
+    if (req.has('application_object_id')) next.application_object_id = str('application_object_id');
+    if (req.has('sign_in_audience')) next.sign_in_audience = str('sign_in_audience');
+    if (req.has('persist_app')) next.persist_app = req.data.persist_app ?? false;
+    if (req.has('ttl')) next.ttl = req.data.ttl ?? 0;
+    if (req.has('max_ttl')) next.max_ttl = req.data.max_ttl ?? 0;
+    // Unlike Vault, an update that does not send permanently_delete keeps it.
+    if (req.has('permanently_delete')) next.permanently_delete = req.data.permanently_delete ?? false;
+    if (req.has('tags')) next.tags = parseTags(req.data.tags ?? []);
+    const rawRoles = req.has('cloud_roles') ? parseJsonArray('cloud_roles', req.data.cloud_roles ?? '', roleInputSchema) : next.cloud_roles;
+    const rawGroups = req.has('cloud_groups') ? parseJsonArray('cloud_groups', req.data.cloud_groups ?? '', groupInputSchema) : next.cloud_groups;
+    validateRole(next, rawRoles);
+
+    const conn = await engine.connect();
+    const { clients } = conn;
+    next.application_id = next.application_object_id ? await resolveApplication(conn, next.application_object_id) : '';
+    next.cloud_roles = await resolveRoles(clients, conn.config, rawRoles);
+    next.cloud_groups = await resolveGroups(clients, rawGroups);
+    const warnings = next.application_object_id && (next.cloud_roles.length || next.cloud_groups.length)
+      ? ['cloud_roles and cloud_groups are not applied: credentials are passwords on application_object_id'] : undefined;
+
+    if (next.persist_app && !next.managed_app) {
+      const created = await createPrincipal(clients, engine.wal, {
+        displayName: `strongroom-${name}-${newUuid()}`, tags: next.tags, signInAudience: SIGN_IN_AUDIENCES[next.sign_in_audience] ?? '',
+        roles: next.cloud_roles, groups: next.cloud_groups, permanentlyDelete: next.permanently_delete,
+      });
+      next.managed_app = {
+        app_object_id: created.appObjectId, app_id: created.appId, sp_object_id: created.spObjectId, group_ids: created.groupIds,
+        role_assignments: created.roleAssignmentIds.map((id, i) => ({ id, role_id: next.cloud_roles[i].role_id, scope: next.cloud_roles[i].scope })),
+      };
+      try {
+        await writeRole(req.storage, name, next);
+      } catch (err) {
+        await engine.wal.compensate(created.walId, clients);
+        throw err;
+      }
+      await engine.wal.commit(created.walId);
+      return warnings ? { warnings } : undefined;
+    }
+    if (next.persist_app && next.managed_app) {
+      next.managed_app = await reconcileManagedApp(clients, next.managed_app, next);
+    } else if (next.managed_app) {
+      // persist_app switched off: the role's own application goes (Vault leaks it).
+      await removeManagedApp(clients, next.managed_app, next.permanently_delete);
+      next.managed_app = null;
+    }
+    await writeRole(req.storage, name, next);
+    return warnings ? { warnings } : undefined;
+  });
+}
+
+export function rolePaths(engine: CloudEngine): PathDefinition[] {
+  return [
+    definePath({
+      pattern: 'roles/?',
+      description: 'List roles.',
+      operations: {
+        list: async (req) => ({ data: { keys: await listRoles(req.storage) } }),
+      },
+    }),
+    definePath({
+      pattern: `roles/(?<name>${ROLE_NAME})`,
+      description: 'Roles: which cloud roles and groups generated principals receive, or which existing application is used.',
+      fields,
+      existenceCheck: async (req) => (await readRole(req.storage, roleName(req))) !== undefined,
+      operations: {
+        read: async (req) => {
+          const role = await readRole(req.storage, roleName(req));
+          return role ? { data: roleView(role) } : undefined;
+        },
+        update: async (req) => (await writeRoleHandler(engine, req)) ?? undefined,
+        delete: async (req) => {
+          const name = roleName(req);
+          await engine.locks.run(`role/${name}`, async () => {
+            const role = await readRole(req.storage, name);
+            if (!role) throw new NotFoundError([`role '${name}' does not exist`]);
+            if (role.managed_app) await removeManagedApp((await engine.connect()).clients, role.managed_app, role.permanently_delete);
+            await deleteRole(req.storage, name);
+          });
+        },
+      },
+    }),
+  ];
+}

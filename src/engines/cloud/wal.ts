@@ -1,0 +1,179 @@
+/**
+ * Creation write-ahead log. Before the first Azure write of a multi-step creation (a dynamic
+ * principal, a persisted role's app, a password on an existing app, a new root password) an entry
+ * names everything the creation may produce; it is updated as object ids become known and deleted
+ * once the result is owned by something else (a lease, a role, the config). A failure part-way is
+ * compensated at once from the entry; an entry that outlives its request (crash, or a compensation
+ * that itself failed) is rolled back by the sweep at initialize() and by a retry timer.
+ */
+import { z } from 'zod';
+import type { Logger } from 'pino';
+import type { Clock } from '../../core/clock.ts';
+import { newUuid } from '../../core/ids.ts';
+import type { StorageView } from '../../core/storage/view.ts';
+import type { AzureClients } from '../../providers/azure/clients.ts';
+import { removePasswordsNamed, removePrincipal } from './revoke.ts';
+
+const principalEntrySchema = z.object({
+  kind: z.literal('principal'),
+  created_at: z.number(),
+  /** Unique display name of the application, so it can be recognised. */
+  display_name: z.string(),
+  permanently_delete: z.boolean(),
+  app_object_id: z.string(),
+  app_id: z.string(),
+  sp_object_id: z.string(),
+  /** Pre-computed before the PUTs (the assignment name is chosen by us), so a crash mid-PUT is covered. */
+  role_assignment_ids: z.array(z.string()),
+  group_ids: z.array(z.string()),
+});
+
+const passwordEntrySchema = z.object({
+  kind: z.literal('password'),
+  created_at: z.number(),
+  app_object_id: z.string(),
+  /** Unique display name of the password: a rollback removes exactly the passwords carrying it. */
+  display_name: z.string(),
+});
+
+const walEntrySchema = z.discriminatedUnion('kind', [principalEntrySchema, passwordEntrySchema]);
+export type WalEntry = z.infer<typeof walEntrySchema>;
+export type PrincipalWalEntry = z.infer<typeof principalEntrySchema>;
+
+const walKey = (id: string) => `wal/${id}`;
+
+/** Time before a failed compensation is tried again (the sweep at start-up also covers it). */
+const RETRY_MS = 60_000;
+/** Older than any creation can run (several calls, each bounded by the retry deadline). */
+const STALE_MS = 5 * 60_000;
+
+export interface WalDeps {
+  storage: StorageView;
+  clock: Clock;
+  logger: Logger;
+  /** Clients for the current config; undefined when the engine is not configured. */
+  clients(): Promise<AzureClients | undefined>;
+}
+
+export class CreationWal {
+  readonly #d: WalDeps;
+  #cancelRetry: (() => void) | undefined;
+
+  constructor(deps: WalDeps) {
+    this.#d = deps;
+  }
+
+  /** Stamps the entry's created_at and stores it; returns the entry id. */
+  async begin(entry: WalEntry): Promise<string> {
+    const id = newUuid();
+    entry.created_at = this.#d.clock.now();
+    await this.#put(id, entry);
+    return id;
+  }
+
+  async update(id: string, entry: WalEntry): Promise<void> {
+    await this.#put(id, entry);
+  }
+
+  /** The created objects now belong to a lease, role or config. */
+  async commit(id: string): Promise<void> {
+    await this.#d.storage.delete(walKey(id));
+  }
+
+  /**
+   * Undoes what the entry names right away. When that fails too the entry stays and a timer retries,
+   * so the request's own error is what the caller sees.
+   */
+  async compensate(id: string, clients: AzureClients): Promise<void> {
+    const entry = await this.#read(id);
+    if (!entry) return;
+    try {
+      await rollback(clients, entry);
+      await this.commit(id);
+    } catch (err) {
+      this.#d.logger.warn({ wal: id, err: (err as Error).message }, 'compensation failed; the write-ahead log entry stays for a later sweep');
+      this.#scheduleRetry();
+    }
+  }
+
+  /**
+   * Rolls back every entry left behind. Called at initialize(): no creation of this mount can be in
+   * flight then, so every entry is an orphan regardless of its age.
+   */
+  async sweep(): Promise<void> {
+    const ids = await this.#d.storage.list('wal/');
+    if (ids.length === 0) return;
+    const clients = await this.#d.clients();
+    if (!clients) return;
+    let failed = false;
+    for (const id of ids) {
+      const entry = await this.#read(id);
+      if (!entry) continue;
+      try {
+        await rollback(clients, entry);
+        await this.commit(id);
+        this.#d.logger.info({ wal: id, kind: entry.kind }, 'rolled back an interrupted creation');
+      } catch (err) {
+        failed = true;
+        this.#d.logger.warn({ wal: id, err: (err as Error).message }, 'rollback of an interrupted creation failed; will retry');
+      }
+    }
+    if (failed) this.#scheduleRetry();
+  }
+
+  stop(): void {
+    this.#cancelRetry?.();
+    this.#cancelRetry = undefined;
+  }
+
+  /** Retries only entries old enough that no request can still be working on them. */
+  #scheduleRetry(): void {
+    if (this.#cancelRetry) return;
+    this.#cancelRetry = this.#d.clock.setTimer(RETRY_MS, () => {
+      this.#cancelRetry = undefined;
+      void this.#retryStale().catch((err) => this.#d.logger.warn({ err: (err as Error).message }, 'write-ahead log retry failed'));
+    });
+  }
+
+  async #retryStale(): Promise<void> {
+    const clients = await this.#d.clients();
+    if (!clients) return;
+    let left = false;
+    for (const id of await this.#d.storage.list('wal/')) {
+      const entry = await this.#read(id);
+      if (!entry || this.#d.clock.now() - entry.created_at < STALE_MS) {
+        left ||= entry !== undefined;
+        continue;
+      }
+      try {
+        await rollback(clients, entry);
+        await this.commit(id);
+      } catch {
+        left = true;
+      }
+    }
+    if (left) this.#scheduleRetry();
+  }
+
+  async #read(id: string): Promise<WalEntry | undefined> {
+    return this.#d.storage.getJson(walKey(id), (raw) => walEntrySchema.parse(raw));
+  }
+
+  async #put(id: string, entry: WalEntry): Promise<void> {
+    await this.#d.storage.putJson(walKey(id), walEntrySchema.parse(entry));
+  }
+}
+
+async function rollback(clients: AzureClients, entry: WalEntry): Promise<void> {
+  if (entry.kind === 'password') {
+    await removePasswordsNamed(clients, entry.app_object_id, entry.display_name);
+    return;
+  }
+  await removePrincipal(clients, {
+    appObjectId: entry.app_object_id,
+    spObjectId: entry.sp_object_id,
+    roleAssignmentIds: entry.role_assignment_ids,
+    groupIds: entry.group_ids,
+    permanentlyDelete: entry.permanently_delete,
+  });
+}
