@@ -23,6 +23,12 @@ export class SqliteStorage implements Storage {
   readonly #delStmt: StatementSync;
   readonly #rangeStmt: StatementSync;
   #queue: Pending[] = [];
+  /**
+   * Committed values by key (null = known absent). This process is the store's only writer, so the cache is
+   * exact; it saves a SQLite read on the hot paths (token and policy lookups on every request).
+   */
+  readonly #cache = new Map<string, Buffer | null>();
+  static readonly CACHE_LIMIT = 50_000;
   #overlay = new Map<string, Buffer | null>();
   #scheduled = false;
 
@@ -82,8 +88,17 @@ export class SqliteStorage implements Storage {
   }
 
   #readCommitted(key: string): Buffer | undefined {
+    const cached = this.#cache.get(key);
+    if (cached !== undefined) return cached ?? undefined;
     const row = this.#getStmt.get(key) as { value: Uint8Array } | undefined;
-    return row ? Buffer.from(row.value) : undefined;
+    const value = row ? Buffer.from(row.value) : undefined;
+    this.#remember(key, value ?? null);
+    return value;
+  }
+
+  #remember(key: string, value: Buffer | null): void {
+    if (this.#cache.size >= SqliteStorage.CACHE_LIMIT && !this.#cache.has(key)) this.#cache.delete(this.#cache.keys().next().value!);
+    this.#cache.set(key, value);
   }
 
   #enqueue(ops: StorageOp[], conditions: StorageCondition[]): Promise<boolean> {
@@ -112,11 +127,14 @@ export class SqliteStorage implements Storage {
         for (const op of p.ops) {
           if (op.type === 'put') this.#putStmt.run(op.key, op.value);
           else this.#delStmt.run(op.key);
+          // Dropped now, refilled from the database after commit: a rolled-back batch must leave no trace.
+          this.#cache.delete(op.key);
         }
       }
       this.#db.exec('COMMIT');
     } catch (err) {
       try { this.#db.exec('ROLLBACK'); } catch { /* the failed BEGIN left nothing to roll back */ }
+      this.#cache.clear();
       this.#overlay.clear();
       for (const p of batch) p.reject(err);
       return;
