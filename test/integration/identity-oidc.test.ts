@@ -6,20 +6,9 @@ import { join } from 'node:path';
 import { createRemoteJWKSet, decodeProtectedHeader, jwtVerify, type JWTPayload } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FakeClock } from '../../src/core/clock.ts';
-import { field } from '../../src/core/fields.ts';
-import { definePath, type BackendFactory } from '../../src/core/framework.ts';
 import { MemoryStorage } from '../../src/core/storage/memory.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
-
-/** A minimal engine/auth method that hands out its mount's plugin identity token through the system view. */
-const wifProbe: BackendFactory = (ctx) => ({
-  paths: [definePath({
-    pattern: 'token',
-    description: 'Plugin identity token of this mount (test probe).',
-    fields: { audience: field.string('Audience.'), ttl: field.duration('TTL.') },
-    operations: { update: async (req) => ({ data: await ctx.system.generateIdentityToken(req.data.audience ?? '', req.data.ttl ?? 0) }) },
-  })],
-});
+import { wifBackends } from '../support/wif-probe.ts';
 
 const clock = new FakeClock();
 const storage = new MemoryStorage();
@@ -28,7 +17,7 @@ let pluginIssuer: string;
 const accessors: Record<string, string> = {};
 
 beforeAll(async () => {
-  s = await startTestServer({ listen: true, clock, storageInstance: storage, backends: { secret: { wif: wifProbe }, auth: { wif: wifProbe } } });
+  s = await startTestServer({ listen: true, clock, storageInstance: storage, backends: wifBackends });
   expect((await s.request('POST', 'identity/oidc/config', { body: { issuer: s.url } })).status).toBe(204);
   pluginIssuer = `${s.url}/v1/identity/oidc/plugins`;
   await s.request('POST', 'sys/mounts/wif', { body: { type: 'wif' } });
@@ -278,11 +267,11 @@ describe('restart', () => {
   it('"keys survive a restart: a token signed before still verifies after"', async () => {
     const unsealKey = Buffer.alloc(32, 7).toString('base64');
     const dataDir = mkdtempSync(join(tmpdir(), 'strongroom-oidc-'));
-    const first = await startTestServer({ storage: 'sqlite', unsealKey, dataDir, backends: { secret: { wif: wifProbe }, auth: {} } });
+    const first = await startTestServer({ storage: 'sqlite', unsealKey, dataDir, backends: wifBackends });
     await first.request('POST', 'sys/mounts/wif', { body: { type: 'wif' } });
     const { token } = (await first.request('POST', 'wif/token', { body: { audience: 'x' } })).body.data;
     await first.close();
-    const second = await startTestServer({ storage: 'sqlite', unsealKey, dataDir, listen: true, backends: { secret: { wif: wifProbe }, auth: {} } });
+    const second = await startTestServer({ storage: 'sqlite', unsealKey, dataDir, listen: true, backends: wifBackends });
     try {
       const keys = createRemoteJWKSet(new URL(`${second.url}/v1/identity/oidc/plugins/.well-known/keys`));
       await expect(jwtVerify(token, keys, { audience: 'x' })).resolves.toBeTruthy();

@@ -19,16 +19,10 @@ export interface ClientAssertionContext {
 export type ClientAssertionVerdict = { ok: true } | { ok: false; code: number; description: string };
 
 /**
- * Seam for workload identity federation (issue 8): decide whether a client assertion authenticates
- * the app. The default trusts nothing, which is what Entra ID does for an app without federated credentials.
+ * Decides whether a client assertion authenticates the app. The default (federation.ts) trusts the app's
+ * federated identity credentials as Entra ID does; tests may substitute their own.
  */
 export type VerifyClientAssertion = (ctx: ClientAssertionContext) => Promise<ClientAssertionVerdict>;
-
-export const verifyClientAssertion: VerifyClientAssertion = async (ctx) => ({
-  ok: false,
-  code: 70021,
-  description: `No matching federated identity record found for presented assertion. Assertion audience: '${ctx.tokenEndpoint}'.`,
-});
 
 export interface IssueInput {
   audience: string;

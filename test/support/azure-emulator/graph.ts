@@ -3,6 +3,7 @@
 // for the operation, as in Entra ID; errors use Graph's codes so SDK code paths see real shapes.
 import { randomUUID } from 'node:crypto';
 import { authenticateBearer } from './entra.ts';
+import { registerFederatedCredentials } from './federation.ts';
 import { json, page, parseJsonBody, parseODataEq, type EmulatorRequest, type EmulatorResponse, type Router, type ServiceContext } from './http.ts';
 import type { Application, Group, PasswordCredential, ServicePrincipal } from './state.ts';
 
@@ -246,4 +247,5 @@ export function registerGraph(router: Router, ctx: ServiceContext): void {
       return entity('directory/deletedItems', view);
     }))
     .add('DELETE', '/v1.0/directory/deletedItems/:id', guarded('appWrite', (req) => (state.deletedItems.delete(req.params.id) ? json(204) : notFound(req.params.id))));
+  registerFederatedCredentials(router, state, { guarded, entity });
 }

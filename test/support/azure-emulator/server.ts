@@ -7,7 +7,8 @@ import type { AddressInfo } from 'node:net';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { registerArmAuthorization } from './arm-authorization.ts';
 import { ComputeState, registerArmCompute } from './arm-compute.ts';
-import { TokenService, verifyClientAssertion as rejectAssertions, type VerifyClientAssertion } from './entra.ts';
+import { TokenService, type VerifyClientAssertion } from './entra.ts';
+import { verifyFederatedAssertion } from './federation.ts';
 import { registerEntra } from './entra.ts';
 import { Faults, RequestLog } from './faults.ts';
 import { registerGraph } from './graph.ts';
@@ -179,7 +180,7 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
   const compute = new ComputeState(state);
   // Ahead of registerEntra: the v1 discovery document and JWKS are the managed-identity module's.
   registerManagedIdentityTokens(routers.login, ctx, miTokens);
-  registerEntra(routers.login, ctx, options.verifyClientAssertion ?? rejectAssertions);
+  registerEntra(routers.login, ctx, options.verifyClientAssertion ?? verifyFederatedAssertion);
   registerManagedIdentity(routers.login, ctx, identityHeader);
   registerGraph(routers.graph, ctx);
   registerArmAuthorization(routers.arm, ctx);
