@@ -16,9 +16,9 @@
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { Clock } from '../../core/clock.ts';
-import { StrongroomError } from '../../core/errors.ts';
+import { ConflictError, StrongroomError } from '../../core/errors.ts';
 import { randomHex } from '../../core/ids.ts';
-import type { StorageOp } from '../../core/storage/types.ts';
+import type { StorageCondition, StorageOp } from '../../core/storage/types.ts';
 import { jsonBytes, type StorageView } from '../../core/storage/view.ts';
 import type { AccountRef } from '../../providers/ldap/client.ts';
 import { LdapProviderError } from '../../providers/ldap/errors.ts';
@@ -78,6 +78,11 @@ export interface PasswordChangeRequest {
    * the directory accepted the password; `dn` is the entry that was changed.
    */
   commit(password: string, dn: string): StorageOp[] | Promise<StorageOp[]>;
+  /**
+   * Guards of the commit transaction: when one no longer holds (another server recorded the owner's
+   * state meanwhile), nothing is recorded, the WAL stays, and a ConflictError is thrown.
+   */
+  commitConditions?: StorageCondition[];
 }
 
 export interface PasswordChangeResult {
@@ -129,11 +134,13 @@ export async function changePasswordWithWal(engine: Pick<LdapEngine, 'storage' |
     }
 
     const ops = await req.commit(wal.new_password, dn);
+    let recorded: boolean;
     try {
-      await storage.transaction([...ops, { type: 'delete', key: walKey(req.target) }]);
+      recorded = await storage.transaction([...ops, { type: 'delete', key: walKey(req.target) }], req.commitConditions);
     } catch (err) {
       throw new UnrecordedPasswordError(err);
     }
+    if (!recorded) throw new ConflictError(`the record of "${req.target}" changed while its password was being changed; the write-ahead log keeps the new password`);
     return { password: wal.new_password, dn, reusedWal };
   });
 }
