@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, inject, it, onTestFinished } from 'vitest';
@@ -434,4 +435,46 @@ describe('library check-out leases', () => {
     expect((await checkIn('team', b.token)).body.data).toEqual({ check_ins: [lent.name] });
     expect(await binds(lent.name, lent.password)).toBe(false);
   });
+
+  it('"a check-in interrupted by a directory failure is finished by the next check-in, or at start-up"', async () => {
+    const unsealKey = randomBytes(32).toString('base64');
+    const dataDir = mkdtempSync(join(tmpdir(), 'strongroom-library-'));
+    onTestFinished(() => rmSync(dataDir, { recursive: true, force: true }));
+    await start({ storage: 'sqlite', dataDir, unsealKey });
+    await configure(s, facts, ou);
+    await ok(s, 'POST', 'ldap/library/team', { service_account_names: ['svc0', 'svc1'] });
+    const first = await checkedOut('team');
+    const second = await checkedOut('team');
+    await ok(s, 'POST', 'ldap/config', { url: `ldap://127.0.0.1:${await deadPort()}` });
+
+    const failed = await checkIn('team', 'root', [first.name, second.name]);
+    expect(failed.status).toBe(502);
+    // Claimed for check-in but not done: not lendable, and the borrower's password still works.
+    expect((await status('team'))[first.name].available).toBe(false);
+    expect((await checkOut('team')).status).toBe(400);
+    expect(await binds(first.name, first.password)).toBe(true);
+
+    await ok(s, 'POST', 'ldap/config', { url: facts.url });
+    expect((await checkIn('team', 'root', [first.name])).body.data).toEqual({ check_ins: [first.name] });
+    expect(await binds(first.name, first.password)).toBe(false);
+
+    // The second one fails again, then a restart with a reachable directory finishes it.
+    await ok(s, 'POST', 'ldap/config', { url: `ldap://127.0.0.1:${await deadPort()}` });
+    expect((await checkIn('team', 'root', [second.name])).status).toBe(502);
+    await ok(s, 'POST', 'ldap/config', { url: facts.url });
+    await s.close();
+    s = await startTestServer({ clock, storage: 'sqlite', dataDir, unsealKey });
+    await expect.poll(async () => (await status('team'))[second.name], { timeout: 5000 }).toEqual({ available: true });
+    expect(await binds(second.name, second.password)).toBe(false);
+    const next = await checkedOut('team');
+    expect(await binds(next.name, next.password)).toBe(true);
+  });
 });
+
+async function deadPort(): Promise<number> {
+  const srv = createServer();
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  const port = (srv.address() as { port: number }).port;
+  await new Promise((r) => srv.close(r));
+  return port;
+}

@@ -14,8 +14,8 @@ import { field } from '../../core/fields.ts';
 import { definePath, type BackendRequest, type CallerInfo, type LeaseView, type SecretType } from '../../core/framework.ts';
 import type { LdapEngine, LdapEnginePart } from './config.ts';
 import {
-  SET_NAME, listAccountNames, putAccountOp, readAccount, readLibrarySet, swapAccount,
-  type AccountState, type Borrower, type LentAccount, type LibrarySet,
+  SET_NAME, listAccountNames, putAccountOp, readAccount, readLibrarySet, swapAccount, unchangedAccount,
+  type AccountSnapshot, type AccountState, type Borrower, type LentAccount, type LibrarySet,
 } from './library-store.ts';
 import { changePasswordWithWal } from './rotation.ts';
 
@@ -62,16 +62,19 @@ export async function checkInAccount(engine: Engine, name: string, accept: (acco
   return engine.locks.run(`library-account/${name}`, async () => {
     const snapshot = await readAccount(engine.storage, name);
     if (!snapshot || snapshot.state.state === 'available' || !accept(snapshot.state)) return false;
-    let account: LentAccount = snapshot.state;
-    if (account.state === 'lent') {
-      const claimed: LentAccount = { ...account, state: 'returning' };
-      if (!(await swapAccount(engine.storage, snapshot, claimed))) return false;
-      account = claimed;
+    let claim: AccountSnapshot | undefined = snapshot;
+    if (snapshot.state.state === 'lent') {
+      if (!(await swapAccount(engine.storage, snapshot, { ...snapshot.state, state: 'returning' }))) return false;
+      claim = await readAccount(engine.storage, name);
     }
+    if (claim?.state.state !== 'returning') return false;
+    const account = claim.state;
     await changePasswordWithWal(engine, {
       target: accountWalTarget(name),
       account: { dn: account.dn },
       commit: (password, dn) => [putAccountOp({ state: 'available', name, dn, password })],
+      // Only the claim recorded above becomes available: never overwrite a state another server wrote.
+      commitConditions: [unchangedAccount(name, claim)],
     });
     // Ends the borrower's lease so it cannot later revoke anything; a failure here is harmless because
     // that lease's revoke only acts on an account still lent under it.
