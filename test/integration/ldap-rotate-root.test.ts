@@ -1,0 +1,185 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, inject, it, vi } from 'vitest';
+import { FakeClock } from '../../src/core/clock.ts';
+import { MemoryStorage } from '../../src/core/storage/memory.ts';
+import { storagePrefix } from '../../src/core/mounts.ts';
+import type { Storage, StorageCondition, StorageOp } from '../../src/core/storage/types.ts';
+import { StorageView } from '../../src/core/storage/view.ts';
+import { readConfig } from '../../src/engines/ldap/config.ts';
+import { readWal, writeWal } from '../../src/engines/ldap/rotation.ts';
+import { canBind, createIsolatedOu, type IsolatedOu } from '../support/slapd.ts';
+import { startTestServer, type TestServer } from '../support/server.ts';
+import { configure, cred, ok } from '../support/ldap-engine.ts';
+
+const facts = inject('slapd');
+
+let ou: IsolatedOu;
+const servers: TestServer[] = [];
+const dirs: string[] = [];
+async function server(opts: Parameters<typeof startTestServer>[0] = {}): Promise<TestServer> {
+  const s = await startTestServer(opts);
+  servers.push(s);
+  return s;
+}
+beforeEach(async () => {
+  ou = await createIsolatedOu(facts, { users: 2, serviceAccounts: 0 });
+});
+afterEach(async () => {
+  for (const s of servers.splice(0)) await s.close().catch(() => undefined);
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+  await ou.cleanup();
+});
+
+const mountStorage = (s: TestServer) => new StorageView(s.core.barrier, storagePrefix(s.core.mounts.get('ldap/')!));
+const storedConfig = async (s: TestServer) => (await readConfig(mountStorage(s)))!;
+
+/** Proves the engine can still work on the directory: a static role rotates and its password binds. */
+async function engineWorks(s: TestServer, name: string, userIndex: number): Promise<void> {
+  await ok(s, 'POST', `ldap/static-role/${name}`, { username: ou.users[userIndex]!.name, rotation_period: '1h' });
+  expect(await canBind(facts.url, ou.users[userIndex]!.dn, (await cred(s, name)).password)).toBe(true);
+}
+
+describe('rotate-root', () => {
+  it('the old bind password stops working, the engine keeps working, nobody sees the new one', async () => {
+    const s = await server();
+    await configure(s, facts, ou);
+    const r = await s.request('POST', 'ldap/rotate-root');
+    expect(r.status).toBe(204);
+    expect(r.body).toBeUndefined();
+    expect(await canBind(facts.url, ou.engine.dn, ou.engine.password)).toBe(false);
+    const config = await storedConfig(s);
+    expect(config.bindpass).toMatch(/^[A-Za-z0-9]{64}$/);
+    expect(await canBind(facts.url, ou.engine.dn, config.bindpass)).toBe(true);
+    const read = (await s.request('GET', 'ldap/config')).body;
+    expect(JSON.stringify(read)).not.toContain(config.bindpass);
+    expect(JSON.stringify(read)).not.toContain(ou.engine.password);
+    expect(Date.parse(read.data.last_bind_password_rotation)).toBeGreaterThan(Date.now() - 60_000);
+    await engineWorks(s, 'after', 0);
+    // Twice in a row works too (the second binds with the first's password).
+    await ok(s, 'POST', 'ldap/rotate-root');
+    expect(await canBind(facts.url, ou.engine.dn, config.bindpass)).toBe(false);
+    await engineWorks(s, 'after2', 1);
+  });
+
+  it('uses the password policy (or length) of the config', async () => {
+    const s = await server();
+    await configure(s, facts, ou, { length: 20 });
+    await ok(s, 'POST', 'ldap/rotate-root');
+    expect((await storedConfig(s)).bindpass).toMatch(/^[A-Za-z0-9]{20}$/);
+    await ok(s, 'POST', 'ldap/config', { length: 0, password_policy: 'nope' });
+    const r = await s.request('POST', 'ldap/rotate-root');
+    expect(r.status).toBe(400);
+    expect(r.body.errors[0]).toContain('password policy "nope" does not exist');
+  });
+
+  it('without a config is a 400', async () => {
+    const s = await server();
+    const r = await s.request('POST', 'ldap/rotate-root');
+    expect(r.status).toBe(400);
+    expect(r.body.errors[0]).toContain('missing LDAP configuration');
+  });
+
+  it('a directory failure is a 502 and changes nothing', async () => {
+    const s = await server();
+    await configure(s, facts, ou, { bindpass: 'wrong-password' });
+    const r = await s.request('POST', 'ldap/rotate-root');
+    expect(r.status).toBe(502);
+    expect(JSON.stringify(r.body)).not.toContain('wrong-password');
+    expect(await canBind(facts.url, ou.engine.dn, ou.engine.password)).toBe(true);
+    expect((await storedConfig(s)).bindpass).toBe('wrong-password');
+  });
+
+  it('keeps the previous password as a bind fallback for the grace period only, then erases it', async () => {
+    const clock = new FakeClock(Date.now());
+    const s = await server({ clock });
+    await configure(s, facts, ou);
+    await ok(s, 'POST', 'ldap/rotate-root');
+    const config = await storedConfig(s);
+    expect(config.last_bind_password).toBe(ou.engine.password);
+    // Simulate a replica that still has the previous password: the server must fall back to it.
+    const { Client } = await import('ldapts');
+    const root = new Client({ url: facts.url });
+    await root.bind(facts.rootDn, facts.rootPassword);
+    const { Attribute, Change } = await import('ldapts');
+    const revert = () => root.modify(ou.engine.dn, new Change({ operation: 'replace', modification: new Attribute({ type: 'userPassword', values: [ou.engine.password] }) }));
+    try {
+      await revert();
+      await engineWorks(s, 'during-grace', 0);
+      await clock.advance(10 * 60_000 + 1000);
+      expect((await storedConfig(s)).last_bind_password).toBe('');
+      // After the grace period the previous password is no longer tried.
+      const r = await s.request('POST', 'ldap/static-role/after-grace', { body: { username: ou.users[1]!.name, rotation_period: '1h' } });
+      expect(r.status).toBe(502);
+    } finally {
+      await root.unbind();
+    }
+  });
+
+  it('an unrelated config update keeps the grace period; a new bindpass from the operator ends it', async () => {
+    const s = await server();
+    await configure(s, facts, ou);
+    await ok(s, 'POST', 'ldap/rotate-root');
+    await ok(s, 'POST', 'ldap/config', { url: facts.url });
+    expect((await storedConfig(s)).last_bind_password).toBe(ou.engine.password);
+    await ok(s, 'POST', 'ldap/config', { bindpass: 'set-by-the-operator' });
+    expect((await storedConfig(s)).last_bind_password).toBe('');
+  });
+});
+
+class FlakyStorage implements Storage {
+  failRootCommits = 0;
+  constructor(readonly inner: Storage) {}
+  get(key: string) { return this.inner.get(key); }
+  put(key: string, value: Buffer) { return this.inner.put(key, value); }
+  delete(key: string) { return this.inner.delete(key); }
+  list(prefix: string) { return this.inner.list(prefix); }
+  close() { return this.inner.close(); }
+  async transaction(ops: StorageOp[], conditions?: StorageCondition[]) {
+    if (this.failRootCommits > 0 && ops.some((op) => op.type === 'delete' && op.key.endsWith('/wal/root'))) {
+      this.failRootCommits--;
+      throw new Error('disk I/O error (injected)');
+    }
+    return this.inner.transaction(ops, conditions);
+  }
+}
+
+describe('rotate-root write-ahead', () => {
+  it('storage fails after the directory change: the engine still binds (WAL password) and the retry finishes', async () => {
+    const storage = new FlakyStorage(new MemoryStorage());
+    const s = await server({ storageInstance: storage });
+    await configure(s, facts, ou);
+    storage.failRootCommits = 1;
+    const r = await s.request('POST', 'ldap/rotate-root');
+    expect(r.status).toBe(500);
+    const wal = (await readWal(mountStorage(s), 'root'))!;
+    expect(await canBind(facts.url, ou.engine.dn, wal.new_password)).toBe(true);
+    expect(await canBind(facts.url, ou.engine.dn, ou.engine.password)).toBe(false);
+    // The stored bindpass is stale, yet the engine works: it falls back to the WAL password.
+    expect((await storedConfig(s)).bindpass).toBe(ou.engine.password);
+    await engineWorks(s, 'meanwhile', 0);
+    // The retry finishes with the same password.
+    await ok(s, 'POST', 'ldap/rotate-root');
+    expect((await storedConfig(s)).bindpass).toBe(wal.new_password);
+    expect(await readWal(mountStorage(s), 'root')).toBeUndefined();
+    await engineWorks(s, 'after', 1);
+  });
+
+  it('a crash mid rotate-root is finished at start-up with the WAL password', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'strongroom-ldap-'));
+    dirs.push(dataDir);
+    const unsealKey = randomBytes(32).toString('base64');
+    const s1 = await server({ storage: 'sqlite', dataDir, unsealKey });
+    await configure(s1, facts, ou);
+    await writeWal(mountStorage(s1), { id: 'crash', target: 'root', new_password: 'Root-Wal-Password-42', password_source: 'length:64', dn: '', created: Date.now() });
+    await s1.close();
+
+    const s2 = await server({ storage: 'sqlite', dataDir, unsealKey });
+    await vi.waitFor(async () => expect((await storedConfig(s2)).bindpass).toBe('Root-Wal-Password-42'), { timeout: 5000 });
+    expect(await canBind(facts.url, ou.engine.dn, 'Root-Wal-Password-42')).toBe(true);
+    expect(await canBind(facts.url, ou.engine.dn, ou.engine.password)).toBe(false);
+    await engineWorks(s2, 'after', 0);
+  });
+});
