@@ -43,6 +43,9 @@ export class RootRotation {
       if (!stored) throw new BadRequestError('the cloud engine is not configured: write config first');
       const fromEnv = overriddenFields(e.env).filter((f) => f === 'client_id' || f === 'client_secret');
       if (fromEnv.length) throw new BadRequestError(`rotate-root cannot rotate credentials set by environment variables (${fromEnv.join(', ')}); rotate them where they are set`);
+      if (stored.identity_token_audience) {
+        throw new BadRequestError('rotate-root does not apply to workload identity federation: the engine holds no client secret (it authenticates with plugin identity tokens for identity_token_audience); remove identity_token_audience and set client_secret to use it');
+      }
       if (!stored.client_secret) throw new BadRequestError('rotate-root needs a client_id and client_secret in config');
       if (stored.pending_root) return this.#finish(stored, stored.pending_root);
 
