@@ -131,7 +131,10 @@ describe('rotate-root', () => {
 
 class FlakyStorage implements Storage {
   failRootCommits = 0;
-  constructor(readonly inner: Storage) {}
+  readonly inner: Storage;
+  constructor(inner: Storage) {
+    this.inner = inner;
+  }
   get(key: string) { return this.inner.get(key); }
   put(key: string, value: Buffer) { return this.inner.put(key, value); }
   delete(key: string) { return this.inner.delete(key); }

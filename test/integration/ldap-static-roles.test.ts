@@ -421,7 +421,10 @@ describe('restarts', () => {
 /** Wraps a Storage; when armed, the transaction that would remove a static-role WAL fails (after the modify). */
 class FlakyStorage implements Storage {
   failWalCommits = 0;
-  constructor(readonly inner: Storage) {}
+  readonly inner: Storage;
+  constructor(inner: Storage) {
+    this.inner = inner;
+  }
   get(key: string) { return this.inner.get(key); }
   put(key: string, value: Buffer) { return this.inner.put(key, value); }
   delete(key: string) { return this.inner.delete(key); }
