@@ -79,7 +79,7 @@ export function parseAclPolicy(name: string, text: string): AclPolicy {
     return { name, raw, paths: parseDocument(parseHcl(raw)) };
   } catch (err) {
     if (!(err instanceof PolicyParseError)) throw err;
-    throw new PolicyParseError(`failed to parse policy: ${err.message}`, { cause: err });
+    throw new PolicyParseError(`failed to parse policy: ${err.message}`);
   }
 }
 

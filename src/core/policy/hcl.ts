@@ -9,9 +9,8 @@ import { BadRequestError } from '../errors.ts';
 /** A policy document that cannot be accepted; the HTTP layer answers it with 400. */
 /** A policy that does not parse is the caller's mistake: a 400 through the core's one error renderer. */
 export class PolicyParseError extends BadRequestError {
-  constructor(message: string, options?: { cause?: unknown }) {
+  constructor(message: string) {
     super(message);
-    if (options?.cause !== undefined) this.cause = options.cause;
   }
   override name = 'PolicyParseError';
 }

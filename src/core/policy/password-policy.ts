@@ -38,7 +38,7 @@ export function parsePasswordPolicy(text: string): PasswordPolicy {
   try {
     policy = parseDocument(decodeIfBase64(text));
   } catch (err) {
-    if (err instanceof PolicyParseError) throw new PolicyParseError(PREFIX + err.message, { cause: err });
+    if (err instanceof PolicyParseError) throw new PolicyParseError(PREFIX + err.message);
     throw err;
   }
   // Like Vault, these two checks sit outside the parser and so carry no prefix.
