@@ -33,8 +33,8 @@ afterEach(async () => {
 const dnOf = (name: string) => ou.serviceAccounts.find((a) => a.name === name)!.dn;
 const binds = (name: string, password: string) => canBind(facts.url, dnOf(name), password);
 
-async function setUp(sets: Record<string, Record<string, unknown>> = { team: { service_account_names: ['svc0', 'svc1'] } }): Promise<void> {
-  await start();
+async function setUp(sets: Record<string, Record<string, unknown>> = { team: { service_account_names: ['svc0', 'svc1'] } }, opts: TestServerOptions = {}): Promise<void> {
+  await start(opts);
   await configure(s, facts, ou);
   for (const [name, body] of Object.entries(sets)) await ok(s, 'POST', `ldap/library/${name}`, body);
 }
@@ -240,9 +240,9 @@ describe('ldap/library/:set_name/check-out', () => {
     expect((await checkedOut('open', 'root', { ttl: 0 })).duration).toBe(768 * 3600);
   });
 
-  it('"64 parallel check-outs on a set of 8 accounts: exactly 8 succeed, the rest 400, no account lent twice; then parallel check-ins"', async () => {
+  it.each(['memory', 'sqlite'] as const)('"64 parallel check-outs on a set of 8 accounts: exactly 8 succeed, the rest 400, no account lent twice; then parallel check-ins" (%s)', async (storage) => {
     const all = ou.serviceAccounts.map((a) => a.name);
-    await setUp({ big: { service_account_names: all, disable_check_in_enforcement: true } });
+    await setUp({ big: { service_account_names: all, disable_check_in_enforcement: true } }, { storage });
     const results = await Promise.all(Array.from({ length: 64 }, () => checkOut('big')));
     const wins = results.filter((r) => r.status === 200);
     expect(wins).toHaveLength(8);
