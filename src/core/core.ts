@@ -54,6 +54,7 @@ export interface CoreOptions {
 interface Mounted {
   entry: MountEntry;
   backend: Backend;
+  stopPeriodic?: () => void;
   table: PathTable;
   secrets: Map<string, SecretType>;
   info: MountInfo;
@@ -132,7 +133,10 @@ export class Core {
   async stop(): Promise<void> {
     this.leases.stop();
     await this.leases.idle();
-    for (const m of this.#mounted.values()) await m.backend.cleanup?.();
+    for (const m of this.#mounted.values()) {
+      m.stopPeriodic?.();
+      await m.backend.cleanup?.();
+    }
     this.#mounted.clear();
     await this.barrier.close();
   }
@@ -183,6 +187,7 @@ export class Core {
       }
     }
     const mounted = this.#mounted.get(entry.uuid);
+    mounted?.stopPeriodic?.();
     await mounted?.backend.cleanup?.();
     this.#mounted.delete(entry.uuid);
     await new StorageView(this.barrier, storagePrefix(entry)).clear();
@@ -229,6 +234,23 @@ export class Core {
     const mounted: Mounted = { entry, backend, table: new PathTable(backend), secrets: new Map((backend.secrets ?? []).map((s) => [s.type, s])), info };
     this.#mounted.set(entry.uuid, mounted);
     await backend.initialize?.();
+    if (backend.periodic) mounted.stopPeriodic = this.#schedulePeriodic(entry.path, backend.periodic, ctx.logger);
+  }
+
+  /** Re-arms after each run completes, so a slow run delays the next one instead of overlapping it. */
+  #schedulePeriodic(path: string, job: NonNullable<Backend['periodic']>, logger: Logger): () => void {
+    let cancel = () => {};
+    let stopped = false;
+    const arm = () => {
+      cancel = this.clock.setTimer(job.intervalMs, () => {
+        void job.run().catch((err) => logger.error({ err, mount: path }, 'periodic job failed')).finally(() => { if (!stopped) arm(); });
+      });
+    };
+    arm();
+    return () => {
+      stopped = true;
+      cancel();
+    };
   }
 
   /** Plugin identity tokens; replaced by the OIDC issuer when it is wired (workload identity federation). */

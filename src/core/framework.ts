@@ -144,6 +144,8 @@ export interface Backend {
   secrets?: SecretType[];
   /** Auth methods: re-check a login on token renewal and return its current TTLs (throw to refuse). */
   renewAuth?(token: TokenView): Promise<{ ttl: number; maxTtl: number; period?: number }>;
+  /** Housekeeping the core runs every `intervalMs` on the injected clock (runs never overlap; errors are logged). */
+  periodic?: { intervalMs: number; run(): Promise<void> };
   /** Runs after mount and at start-up (replay write-ahead logs, schedule rotations). */
   initialize?(): Promise<void>;
   /** Stops timers on unmount or shutdown. */

@@ -124,3 +124,15 @@ describe('sys/leases/revoke and revoke-prefix', () => {
     expect((await s.request('GET', 'temp/data/k')).status).toBe(404);
   });
 });
+
+describe('periodic jobs of a backend', () => {
+  it('"a backend\'s periodic job runs on the injected clock and stops when the mount is disabled"', async () => {
+    await s.request('POST', 'sys/mounts/ticking', { body: { type: 'test' } });
+    const probe = probes.get('ticking/')!;
+    await clock.advance(3 * 60_000 + 1);
+    expect(probe.ticks).toBe(3);
+    await s.request('DELETE', 'sys/mounts/ticking');
+    await clock.advance(5 * 60_000);
+    expect(probe.ticks).toBe(3);
+  });
+});

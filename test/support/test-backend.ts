@@ -8,13 +8,16 @@ import { definePath, type BackendFactory } from '../../src/core/framework.ts';
 export interface TestBackendProbe {
   revoked: string[];
   failRevocations: boolean;
+  /** Incremented by the backend's periodic job (every minute). */
+  ticks: number;
 }
 
 export function testBackend(probes: Map<string, TestBackendProbe>): BackendFactory {
   return (ctx) => {
-    const probe: TestBackendProbe = { revoked: [], failRevocations: false };
+    const probe: TestBackendProbe = { revoked: [], failRevocations: false, ticks: 0 };
     probes.set(ctx.mount.path, probe);
     return {
+      periodic: { intervalMs: 60_000, run: async () => void probe.ticks++ },
       paths: [
         definePath({
           pattern: 'data/(?<prefix>(?:.+/)?)',
