@@ -1,0 +1,71 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, statSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { Writable } from 'node:stream';
+import { createLogger } from '../../src/logger.ts';
+import { createServer, resolveUnsealKey } from '../../src/server.ts';
+import { loadSettings, SettingsError } from '../../src/settings.ts';
+
+const run = promisify(execFile);
+const dirs: string[] = [];
+afterEach(() => {
+  while (dirs.length) rmSync(dirs.pop()!, { recursive: true, force: true });
+});
+const freshDir = () => {
+  const d = mkdtempSync(join(tmpdir(), 'strongroom-settings-'));
+  dirs.push(d);
+  return d;
+};
+
+describe('settings', () => {
+  it('"every setting has a default; flags override the environment"', () => {
+    const s = loadSettings({ STRONGROOM_LOG_LEVEL: 'warn' }, ['--log-level=error', '--max-request-size', '1024', '--dev']);
+    expect(s).toMatchObject({ STRONGROOM_ADDR: '127.0.0.1:8200', STRONGROOM_LOG_LEVEL: 'error', STRONGROOM_MAX_REQUEST_SIZE: 1024, STRONGROOM_DEV: true, STRONGROOM_DEFAULT_LEASE_TTL: 2_764_800 });
+  });
+
+  it.each([
+    [{ STRONGROOM_ADDR: 'nohost' }, [], /STRONGROOM_ADDR: expected host:port/],
+    [{ STRONGROOM_STORAGE: 'redis://x' }, [], /STRONGROOM_STORAGE/],
+    [{ STRONGROOM_DEFAULT_LEASE_TTL: '800h' }, [], /must not exceed STRONGROOM_MAX_LEASE_TTL/],
+    [{ STRONGROOM_TLS_CERT_FILE: '/x' }, [], /go together/],
+    [{}, ['--no-such-flag'], /unknown flag --no-such-flag/],
+  ])('"a bad setting is refused naming it" %#', (env, argv, message) => {
+    expect(() => loadSettings(env as NodeJS.ProcessEnv, argv as string[])).toThrow(SettingsError);
+    expect(() => loadSettings(env as NodeJS.ProcessEnv, argv as string[])).toThrow(message);
+  });
+
+  it('"without an unseal key one is generated into a 0600 file beside the data, with a loud warning"', () => {
+    const dir = freshDir();
+    let logged = '';
+    const sink = new Writable({ write(chunk, _enc, done) { logged += chunk; done(); } });
+    const settings = loadSettings({ STRONGROOM_STORAGE: `sqlite:${join(dir, 'db', 'strongroom.db')}` }, []);
+    const key = resolveUnsealKey(settings, createLogger('info', sink));
+    const file = join(dir, 'db', 'unseal.key');
+    expect(existsSync(file)).toBe(true);
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    expect(Buffer.from(readFileSync(file, 'utf8').trim(), 'base64').equals(key)).toBe(true);
+    expect(logged).toMatch(/No unseal key was given/);
+    expect(logged).not.toContain(key.toString('base64'));
+    expect(resolveUnsealKey(settings, createLogger('silent')).equals(key)).toBe(true);
+  });
+});
+
+describe('the HTTPS listener', () => {
+  it('"serves the API over TLS with the configured certificate"', async () => {
+    const dir = freshDir();
+    await run('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem')]);
+    const settings = loadSettings({ STRONGROOM_DEV: '1', STRONGROOM_LOG_LEVEL: 'silent', STRONGROOM_TLS_CERT_FILE: join(dir, 'cert.pem'), STRONGROOM_TLS_KEY_FILE: join(dir, 'key.pem') }, []);
+    const server = await createServer(settings, createLogger('silent'));
+    try {
+      const url = await server.app.listen({ host: '127.0.0.1', port: 0 });
+      expect(url).toMatch(/^https:/);
+      const { stdout } = await run('curl', ['-s', '--cacert', join(dir, 'cert.pem'), `${url}/v1/sys/health`]);
+      expect(JSON.parse(stdout)).toMatchObject({ initialized: true, sealed: false });
+    } finally {
+      await server.close();
+    }
+  });
+});
