@@ -1,4 +1,4 @@
-import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { Logger } from 'pino';
 import type { Core, CoreResponse } from '../core/core.ts';
 import { StrongroomError } from '../core/errors.ts';
@@ -21,7 +21,9 @@ export function buildApp(core: Core, opts: AppOptions): FastifyInstance {
   const serverOptions: FastifyServerOptions = {
     loggerInstance: opts.logger,
     bodyLimit: opts.maxRequestSize,
-    disableRequestLogging: true,
+    // Fastify's per-request lines would log raw URLs (query strings may carry tokens); onResponse below logs
+    // the path alone.
+    logController: new LogController({ disableRequestLogging: true }),
     clientErrorHandler(err, socket) {
       if (answerListFromRawPacket(core, err as unknown as Parameters<typeof answerListFromRawPacket>[1], socket, opts.maxRequestSize)) return;
       if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
@@ -43,6 +45,10 @@ export function buildApp(core: Core, opts: AppOptions): FastifyInstance {
   app.addHook('onSend', async (_req, reply, payload) => {
     if (!reply.hasHeader('cache-control')) reply.header('cache-control', 'no-store');
     return payload;
+  });
+
+  app.addHook('onResponse', async (req, reply) => {
+    opts.logger.info({ method: req.method, path: req.url.split('?', 1)[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'request');
   });
 
   app.setErrorHandler((err: unknown, _req, reply) => {
