@@ -38,6 +38,11 @@ export interface LeaseManagerDeps {
 }
 
 const BUCKET_MS = 60_000;
+/**
+ * Expiry revocations running at once. After a long downtime every overdue lease falls due together; the
+ * rest queue instead of hammering the directory or the cloud (Vault's thundering herd after restore).
+ */
+const EXPIRY_CONCURRENCY = 64;
 /** Leases due within this window are held as timers; the rest wait in the storage time index. */
 const HORIZON_MS = 5 * 60_000;
 const bucketName = (ms: number) => String(Math.floor(ms / BUCKET_MS)).padStart(13, '0');
@@ -52,6 +57,8 @@ export class LeaseManager {
   readonly #timers = new Map<string, () => void>();
   readonly #inFlight = new Map<string, Promise<void>>();
   #loadedUntil = 0;
+  #expiring = 0;
+  readonly #expiryQueue: string[] = [];
   #stopScan: (() => void) | undefined;
   #stopped = false;
 
@@ -179,12 +186,23 @@ export class LeaseManager {
     await this.#delete(entry);
   }
 
-  async #expire(id: string): Promise<void> {
+  #expire(id: string): void {
     this.#timers.delete(id);
-    try {
-      await this.revoke(id);
-    } catch (err) {
-      await this.#failed(id, err);
+    this.#expiryQueue.push(id);
+    this.#drainExpiries();
+  }
+
+  #drainExpiries(): void {
+    while (this.#expiring < EXPIRY_CONCURRENCY && this.#expiryQueue.length > 0 && !this.#stopped) {
+      const id = this.#expiryQueue.shift()!;
+      this.#expiring++;
+      void this.revoke(id)
+        .catch((err) => this.#failed(id, err))
+        .catch((err) => this.#d.logger.error({ lease_id: id, err }, 'recording a failed revocation failed'))
+        .finally(() => {
+          this.#expiring--;
+          this.#drainExpiries();
+        });
     }
   }
 
@@ -238,7 +256,7 @@ export class LeaseManager {
     const due = this.#dueAt(entry);
     if (due > this.#d.clock.now() + HORIZON_MS && due >= this.#loadedUntil) return;
     this.#timers.get(entry.id)?.();
-    this.#timers.set(entry.id, this.#d.clock.setTimer(due - this.#d.clock.now(), () => void this.#expire(entry.id)));
+    this.#timers.set(entry.id, this.#d.clock.setTimer(due - this.#d.clock.now(), () => this.#expire(entry.id)));
   }
 
   /** Arms timers for every index bucket up to now + horizon that has not been loaded yet. */
