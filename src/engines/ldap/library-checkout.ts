@@ -143,6 +143,21 @@ const checkInFields = {
 export function libraryCheckoutPart(engine: Engine): LdapEnginePart {
   const { storage } = engine;
 
+  /** Check-outs in progress on this server, by account: the password lent, or undefined when it was not free. */
+  const lending = new Map<string, Promise<string | undefined>>();
+  const lend = (account: string, borrower: Borrower): Promise<string | undefined> => {
+    const attempt = (async () => {
+      // A failed swap means another check-out (or a set update) changed the record: look again.
+      for (let snapshot = await readAccount(storage, account); snapshot?.state.state === 'available'; snapshot = await readAccount(storage, account)) {
+        const { password, dn } = snapshot.state;
+        if (await swapAccount(storage, snapshot, { state: 'lent', name: account, dn, password, borrower })) return password;
+      }
+      return undefined;
+    })().finally(() => lending.delete(account));
+    lending.set(account, attempt);
+    return attempt;
+  };
+
   const checkIn = (force: boolean) => async (req: BackendRequest<typeof checkInFields>) => {
     const name = setName(req);
     const set = await requireSet(engine, name);
@@ -200,17 +215,26 @@ export function libraryCheckoutPart(engine: Engine): LdapEnginePart {
             const borrower: Borrower = {
               entity_id: req.caller?.entityId ?? '', accessor: req.caller?.accessor ?? '', lease_id: req.leaseId, set: name, checked_out_at: engine.clock.now(),
             };
+            const lent = (account: string, password: string) => ({
+              data: { service_account_name: account, password },
+              secret: { type: CHECKOUT_SECRET_TYPE, ttl, maxTtl: set.max_ttl, renewable: true, internal: { set_name: name, service_account_name: account } },
+            });
+            // Accounts another check-out on this server is claiming are passed over at first: queueing behind
+            // its commit only to lose made concurrent callers herd onto the same free account one commit at a time.
+            const busy: string[] = [];
             for (const account of set.service_account_names) {
-              // A failed swap means another check-out (or a set update) changed the record: look again.
-              for (let snapshot = await readAccount(storage, account); snapshot?.state.state === 'available'; snapshot = await readAccount(storage, account)) {
-                const { password, dn } = snapshot.state;
-                if (await swapAccount(storage, snapshot, { state: 'lent', name: account, dn, password, borrower })) {
-                  return {
-                    data: { service_account_name: account, password },
-                    secret: { type: CHECKOUT_SECRET_TYPE, ttl, maxTtl: set.max_ttl, renewable: true, internal: { set_name: name, service_account_name: account } },
-                  };
-                }
+              if (lending.has(account)) {
+                busy.push(account);
+                continue;
               }
+              const password = await lend(account, borrower);
+              if (password !== undefined) return lent(account, password);
+            }
+            // Their claim may have failed (another server, a set update): then they are free for us.
+            for (const account of busy) {
+              while (lending.has(account)) await lending.get(account)!.catch(() => undefined);
+              const password = await lend(account, borrower);
+              if (password !== undefined) return lent(account, password);
             }
             throw new BadRequestError('No service accounts available for check-out.');
           },
