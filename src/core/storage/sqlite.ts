@@ -36,7 +36,10 @@ export class SqliteStorage implements Storage {
     if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
     this.#db = new DatabaseSync(path);
     this.#db.exec('PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA busy_timeout=5000;');
-    this.#db.exec('CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID');
+    // A rowid table: values are barrier ciphertexts of hundreds of bytes, and a WITHOUT ROWID table stores them
+    // inside the key's B-tree, so every random-key insert dirtied (and fsynced) a full leaf plus overflow pages.
+    // Measured ~76 vs ~28 us per 800-byte row at 64 rows per commit. Stores created before keep their table.
+    this.#db.exec('CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value BLOB NOT NULL)');
     this.#getStmt = this.#db.prepare('SELECT value FROM kv WHERE key = ?');
     this.#putStmt = this.#db.prepare('INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value');
     this.#delStmt = this.#db.prepare('DELETE FROM kv WHERE key = ?');
