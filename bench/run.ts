@@ -3,14 +3,21 @@
  * on the same machine. BENCH_SECONDS sets the load duration per measurement (default 5).
  */
 import { benchCore, benchLeaseRestart } from './core.ts';
+import { ldapSections } from './ldap.ts';
 
 const seconds = Number(process.env.BENCH_SECONDS ?? 5);
+const ldap = ldapSections(seconds);
 const sections: Array<[string, () => Promise<string[]>]> = [
   ['core pipeline', () => benchCore(seconds)],
   ['lease restart', () => benchLeaseRestart(Number(process.env.BENCH_LEASES ?? 100_000))],
+  ...ldap.sections,
 ];
 
-for (const [name, run] of sections) {
-  process.stdout.write(`\n== ${name}\n`);
-  for (const line of await run()) process.stdout.write(`${line}\n`);
+try {
+  for (const [name, run] of sections) {
+    process.stdout.write(`\n== ${name}\n`);
+    for (const line of await run()) process.stdout.write(`${line}\n`);
+  }
+} finally {
+  await ldap.cleanup();
 }

@@ -2,6 +2,8 @@
  * Child processes for the benchmarks, so a server never shares an event loop with the load generator:
  *   servers.ts bare            — a bare Fastify JSON route (the baseline)
  *   servers.ts strongroom DIR  — the full server on SQLite in DIR, with a stored object and a read-only token
+ *   servers.ts ldap DIR        — the same, plus the real ldap/ engine configured from BENCH_LDAP (JSON:
+ *                                {config, role}) with static role `bench`, readable by the same token
  *   servers.ts leases DIR N    — registers N leases in DIR, then exits
  *   servers.ts restart DIR     — reopens DIR and reports the time to serving and RSS
  */
@@ -11,6 +13,7 @@ import { writeFileSync, readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { createLogger } from '../src/logger.ts';
 import { createServer } from '../src/server.ts';
+import { ldapBackend } from '../src/engines/ldap/index.ts';
 import { loadSettings } from '../src/settings.ts';
 import { testBackend } from '../test/support/test-backend.ts';
 
@@ -30,13 +33,23 @@ if (mode === 'bare') {
   const app = Fastify();
   app.get('/v1/bare', async () => ({ data: { value: 'x' } }));
   ready({ url: await app.listen({ host: '127.0.0.1', port: 0 }) });
-} else if (mode === 'strongroom') {
-  const s = await createServer(settingsFor(dir), createLogger('silent'), { backends });
+} else if (mode === 'strongroom' || mode === 'ldap') {
+  const ldap = mode === 'ldap' ? (JSON.parse(process.env.BENCH_LDAP ?? '{}') as { config: unknown; role: unknown }) : undefined;
+  const s = await createServer(settingsFor(dir), createLogger('silent'), { backends: ldap ? { ...backends, secret: { ...backends.secret, ldap: ldapBackend() } } : backends });
   const url = await s.app.listen({ host: '127.0.0.1', port: 0 });
-  const call = (method: string, path: string, body?: unknown, token = 'root') => s.app.inject({ method: method as 'GET', url: `/v1/${path}`, headers: { 'x-service-token': token, 'content-type': 'application/json' }, payload: body === undefined ? undefined : JSON.stringify(body) });
+  const call = async (method: string, path: string, body?: unknown, token = 'root') => {
+    const res = await s.app.inject({ method: method as 'GET', url: `/v1/${path}`, headers: { 'x-service-token': token, 'content-type': 'application/json' }, payload: body === undefined ? undefined : JSON.stringify(body) });
+    if (res.statusCode >= 300) throw new Error(`${method} ${path}: ${res.statusCode} ${res.body}`);
+    return res;
+  };
   await call('POST', 'sys/mounts/kv', { type: 'bench' });
   await call('POST', 'kv/data/app/config', { value: 'a stored value' });
-  await call('PUT', 'sys/policies/acl/reader', { policy: 'path "kv/data/app/*" { capabilities = ["read"] }\npath "kv/data/admin/*" { capabilities = ["deny"] }' });
+  if (ldap) {
+    await call('POST', 'ldap/config', ldap.config);
+    await call('POST', 'ldap/static-role/bench', ldap.role);
+  }
+  const ldapRule = ldap ? '\npath "ldap/static-cred/*" { capabilities = ["read"] }' : '';
+  await call('PUT', 'sys/policies/acl/reader', { policy: `path "kv/data/app/*" { capabilities = ["read"] }\npath "kv/data/admin/*" { capabilities = ["deny"] }${ldapRule}` });
   const token = JSON.parse((await call('POST', 'auth/token/create', { policies: ['reader'] })).body).auth.client_token;
   ready({ url, token });
 } else if (mode === 'leases') {
