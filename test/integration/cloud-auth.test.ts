@@ -160,6 +160,25 @@ describe('login', () => {
     expect(self.body.data.display_name).toBe(`cloud-${appSp.principalId}`);
   });
 
+  it('a role or config change applies to the next login (parsed roles and config are cached between writes)', async () => {
+    await role('cached', { bound_service_principal_ids: appSp.principalId });
+    const jwt = await mint({ identity: appSp });
+    expect((await login({ role: 'cached', jwt })).body.auth.policies).toEqual(['default', 'mounts-reader']);
+    await role('cached', { bound_service_principal_ids: appSp.principalId, token_policies: 'other', token_no_default_policy: true });
+    expect((await login({ role: 'cached', jwt })).body.auth.policies).toEqual(['other']);
+    await role('cached', { bound_service_principal_ids: otherSp.principalId });
+    expectDenied(await login({ role: 'cached', jwt }), /service principal/i);
+    const resource = await server.request('POST', 'auth/cloud/config', { body: { resource: 'https://vault.example/' } });
+    expect(resource.status).toBe(204);
+    expectDenied(await login({ role: 'cached', jwt: await mint({ identity: otherSp }) }), /audience/);
+    expect((await server.request('POST', 'auth/cloud/config', { body: { resource: RESOURCE } })).status).toBe(204);
+    expect((await login({ role: 'cached', jwt: await mint({ identity: otherSp }) })).status).toBe(200);
+    expect((await server.request('DELETE', 'auth/cloud/role/cached')).status).toBe(204);
+    const gone = await login({ role: 'cached', jwt: await mint({ identity: otherSp }) });
+    expect(gone.status).toBe(400);
+    expect(gone.body.errors[0]).toMatch(/field "role"/);
+  });
+
   it('group-bound role: one matching groups claim value is enough; none is a 403', async () => {
     await role('deployers', { bound_group_ids: tenant.groups.deployers });
     const ok = await login({ role: 'deployers', jwt: await mint({ identity: otherSp, groups: [tenant.groups.others, tenant.groups.deployers] }) });

@@ -82,7 +82,7 @@ const fields = {
 
 export interface ConfigPathDeps {
   envOptions: ResolveEnvironmentOptions;
-  /** Drops cached verifiers and clients built from the previous config. */
+  /** Drops the cached config and the verifiers and clients built from it. */
   onChange(): void;
 }
 
@@ -106,12 +106,19 @@ export function configPaths(deps: ConfigPathDeps): PathDefinition[] {
             if (req.has(name)) (next as Record<string, unknown>)[name] = typeof value === 'string' && !fields[name].secret ? value.trim() : value;
           }
           validateConfig(next, deps.envOptions);
-          await writeConfig(req.storage, next);
-          deps.onChange();
+          // Also after a failed write: a login may have cached the value while it was queued.
+          try {
+            await writeConfig(req.storage, next);
+          } finally {
+            deps.onChange();
+          }
         },
         delete: async (req) => {
-          await req.storage.delete(CONFIG_KEY);
-          deps.onChange();
+          try {
+            await req.storage.delete(CONFIG_KEY);
+          } finally {
+            deps.onChange();
+          }
         },
       },
     }),

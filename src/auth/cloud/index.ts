@@ -9,7 +9,7 @@ import type { ResolveEnvironmentOptions } from '../../providers/azure/environmen
 import { configPaths } from './config.ts';
 import { loginPaths, renewLogin } from './login.ts';
 import { CloudAuthProviders } from './providers.ts';
-import { rolePaths } from './roles.ts';
+import { RoleCache, rolePaths } from './roles.ts';
 
 export interface CloudAuthOptions {
   /** Where CLOUD_ENVIRONMENT_FILEPATH is read from (default: the process environment). */
@@ -20,12 +20,13 @@ export function createCloudAuth(options: CloudAuthOptions = {}): BackendFactory 
   return (ctx): Backend => {
     const envOptions = options.envOptions ?? {};
     const providers = new CloudAuthProviders({ clock: ctx.clock, system: ctx.system, envOptions });
+    const roles = new RoleCache();
     return {
       // login and config are fixed names; role/<name> and the role/ list follow.
       paths: [
-        ...loginPaths({ providers, logger: ctx.logger }),
+        ...loginPaths({ providers, roles, logger: ctx.logger }),
         ...configPaths({ envOptions, onChange: () => providers.reset() }),
-        ...rolePaths(ctx.system),
+        ...rolePaths(ctx.system, roles),
       ],
       renewAuth: (token) => renewLogin(ctx.storage, token),
       cleanup: async () => providers.reset(),

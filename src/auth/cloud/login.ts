@@ -6,10 +6,9 @@ import { definePath, type AuthResponse, type PathDefinition, type TokenView } fr
 import type { StorageView } from '../../core/storage/view.ts';
 import { checkPlacementBounds, checkPrincipalBounds, hasResourceBounds, type VerifiedPlacement } from './bounds.ts';
 import { parseClaims } from './claims.ts';
-import { readConfig } from './config.ts';
 import type { CloudAuthProviders } from './providers.ts';
 import { validateResourceLogin, verifyResource, type ResourceLogin } from './resource-check.ts';
-import { readRole } from './roles.ts';
+import { readRole, type RoleCache } from './roles.ts';
 import { checkBoundCidrs, tokenParams } from './token-fields.ts';
 
 /** Azure's naming rules, as Vault checks them before any call (digits may start a VM name here; Vault PR #259). */
@@ -48,6 +47,7 @@ const fields = {
 
 export interface LoginDeps {
   providers: CloudAuthProviders;
+  roles: RoleCache;
   logger: Logger;
 }
 
@@ -67,7 +67,7 @@ async function login(deps: LoginDeps, storage: StorageView, remoteAddress: strin
   const roleName = data.role ?? '';
   if (!roleName) throw new BadRequestError('missing required field "role": role is required');
   if (!data.jwt) throw new BadRequestError('missing required field "jwt": jwt is required');
-  const role = await readRole(storage, roleName);
+  const role = await deps.roles.get(storage, roleName);
   if (!role) throw new BadRequestError(`invalid value for field "role": invalid role name "${roleName}"`);
   checkBoundCidrs(role, remoteAddress);
   const request: ResourceLogin = {
@@ -78,7 +78,7 @@ async function login(deps: LoginDeps, storage: StorageView, remoteAddress: strin
   const resourceBound = hasResourceBounds(role);
   if (resourceBound) validateResourceLogin(request);
 
-  const config = await readConfig(storage);
+  const config = await deps.providers.config(storage);
   if (!config) throw new BadRequestError('the auth method is not configured: write tenant_id and resource to config first');
   const claims = parseClaims(await deps.providers.verifier(config).verify(data.jwt));
   checkPrincipalBounds(role, claims);

@@ -1,7 +1,8 @@
 /**
- * The mount's verifier and ARM client, built from the stored config and kept while it is unchanged, so
- * logins reuse the cached discovery document, keys and the credential's access token (Vault rebuilds
- * the credential on every login). A config change yields new ones; config writes also drop the old.
+ * The mount's parsed config, verifier and ARM client, kept while the config is unchanged, so logins
+ * reuse the cached discovery document, keys and the credential's access token (Vault rebuilds the
+ * credential on every login). Config writes and deletes call reset(); a config read that started before
+ * a reset is not cached (this process is the mount's only writer).
  */
 import { createHash } from 'node:crypto';
 import type { Clock } from '../../core/clock.ts';
@@ -11,7 +12,8 @@ import { createCredential } from '../../providers/azure/credentials.ts';
 import { resolveEnvironment, type AzureEnvironment, type ResolveEnvironmentOptions } from '../../providers/azure/environments.ts';
 import { forgetSecret } from '../../providers/azure/logging.ts';
 import type { RetryOptions } from '../../providers/azure/retry.ts';
-import type { CloudAuthConfig } from './config.ts';
+import type { StorageView } from '../../core/storage/view.ts';
+import { readConfig, type CloudAuthConfig } from './config.ts';
 import { JwtVerifier } from './jwt-verifier.ts';
 
 /** Bound on all ARM attempts of one login, so a throttled ARM cannot hold a login open for minutes. */
@@ -25,6 +27,7 @@ export interface ProviderDeps {
 
 interface Built {
   key: string;
+  config: CloudAuthConfig;
   verifier: JwtVerifier;
   compute?: ComputeClient;
   secret: string;
@@ -33,9 +36,19 @@ interface Built {
 export class CloudAuthProviders {
   readonly #deps: ProviderDeps;
   #built: Built | undefined;
+  #config: CloudAuthConfig | undefined;
+  #generation = 0;
 
   constructor(deps: ProviderDeps) {
     this.#deps = deps;
+  }
+
+  async config(storage: StorageView): Promise<CloudAuthConfig | undefined> {
+    if (this.#config) return this.#config;
+    const generation = this.#generation;
+    const config = await readConfig(storage);
+    if (generation === this.#generation) this.#config = config;
+    return config;
   }
 
   verifier(config: CloudAuthConfig): JwtVerifier {
@@ -49,21 +62,28 @@ export class CloudAuthProviders {
   }
 
   reset(): void {
+    this.#generation++;
+    this.#config = undefined;
+    this.#forgetBuilt();
+  }
+
+  #forgetBuilt(): void {
     forgetSecret(this.#built?.secret);
     this.#built = undefined;
   }
 
   #for(config: CloudAuthConfig): Built {
+    if (this.#built?.config === config) return this.#built;
     const key = createHash('sha256').update(JSON.stringify(config)).digest('hex');
     if (this.#built?.key === key) return this.#built;
-    this.reset();
+    this.#forgetBuilt();
     const environment = this.#environment(config);
     const verifier = new JwtVerifier({
       discoveryUrl: `${environment.activeDirectoryEndpoint}/${encodeURIComponent(config.tenant_id)}/.well-known/openid-configuration`,
       audience: config.resource,
       clock: this.#deps.clock,
     });
-    this.#built = { key, verifier, secret: config.client_secret };
+    this.#built = { key, config, verifier, secret: config.client_secret };
     return this.#built;
   }
 

@@ -24,6 +24,31 @@ async function writeRole(storage: StorageView, name: string, role: CloudAuthRole
   await storage.putJson(roleKey(name), roleSchema.parse(role));
 }
 
+/**
+ * Parsed roles for logins, so a login neither decrypts nor re-validates its role. This process is the
+ * mount's only writer and every write and delete below drops the entry; a read that started before a
+ * write (the generation moved) is not cached. Only existing roles are kept, so unknown names sent to the
+ * unauthenticated login cannot grow the map.
+ */
+export class RoleCache {
+  readonly #roles = new Map<string, CloudAuthRole>();
+  #generation = 0;
+
+  async get(storage: StorageView, name: string): Promise<CloudAuthRole | undefined> {
+    const cached = this.#roles.get(name);
+    if (cached) return cached;
+    const generation = this.#generation;
+    const role = await readRole(storage, name);
+    if (role && generation === this.#generation) this.#roles.set(name, role);
+    return role;
+  }
+
+  forget(name: string): void {
+    this.#generation++;
+    this.#roles.delete(name);
+  }
+}
+
 async function listRoles(storage: StorageView): Promise<string[]> {
   return (await storage.list('role/')).filter((k) => !k.endsWith('/'));
 }
@@ -42,7 +67,7 @@ const boundFields = {
 /** Role names as Vault's GenericNameRegex; stored lower-cased. */
 const NAME = '\\w(?:[\\w.-]*\\w)?';
 
-export function rolePaths(system: SystemView): PathDefinition[] {
+export function rolePaths(system: SystemView, cache: RoleCache): PathDefinition[] {
   const locks = new KeyedLock();
   return [
     definePath({
@@ -69,13 +94,22 @@ export function rolePaths(system: SystemView): PathDefinition[] {
             for (const f of BOUND_FIELDS) if (req.has(f)) next[f] = normaliseBoundList(req.data[f] ?? []);
             validateRoleBounds(next);
             validateTokenSettings(next, system.maxLeaseTtl());
-            await writeRole(req.storage, name, next);
+            try {
+              await writeRole(req.storage, name, next);
+            } finally {
+              cache.forget(name);
+            }
             const warnings = tokenSettingsWarnings(next, system.maxLeaseTtl());
             return warnings.length ? { warnings } : undefined;
           });
         },
         delete: async (req) => {
-          await req.storage.delete(roleKey(req.params.name.toLowerCase()));
+          const name = req.params.name.toLowerCase();
+          try {
+            await req.storage.delete(roleKey(name));
+          } finally {
+            cache.forget(name);
+          }
         },
       },
     }),
