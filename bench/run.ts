@@ -2,19 +2,24 @@
  * `npm run bench`: throughput and memory figures, each as a ratio against a baseline measured in the same run
  * on the same machine. BENCH_SECONDS sets the load duration per measurement (default 5).
  */
+import { benchCloudAuth, benchCloudSecrets } from './cloud.ts';
 import { benchCore, benchLeaseRestart } from './core.ts';
 import { ldapSections } from './ldap.ts';
 
 const seconds = Number(process.env.BENCH_SECONDS ?? 5);
 const ldap = ldapSections(seconds);
+// BENCH_ONLY=cloud runs the sections whose names contain "cloud".
+const only = process.env.BENCH_ONLY;
 const sections: Array<[string, () => Promise<string[]>]> = [
   ['core pipeline', () => benchCore(seconds)],
   ['lease restart', () => benchLeaseRestart(Number(process.env.BENCH_LEASES ?? 100_000))],
+  ['cloud secrets', () => benchCloudSecrets(seconds)],
+  ['cloud auth', () => benchCloudAuth(seconds)],
   ...ldap.sections,
 ];
 
 try {
-  for (const [name, run] of sections) {
+  for (const [name, run] of sections.filter(([n]) => !only || n.includes(only))) {
     process.stdout.write(`\n== ${name}\n`);
     for (const line of await run()) process.stdout.write(`${line}\n`);
   }

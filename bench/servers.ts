@@ -6,12 +6,23 @@
  *                                {config, role}) with static role `bench`, readable by the same token
  *   servers.ts leases DIR N    — registers N leases in DIR, then exits
  *   servers.ts restart DIR     — reopens DIR and reports the time to serving and RSS
+ *   servers.ts emulator DIR    — the Azure emulator (TLS material from STRONGROOM_EMULATOR_TLS_CERT/KEY) with a
+ *                                seeded tenant and a managed identity; writes DIR/environment.json; /bench/* control routes
+ *   servers.ts jose-verify URL AUD SECONDS N JWT — a bare jose jwtVerify loop (N in flight) with the keys and
+ *                                issuer of the discovery document at URL; reports verifies/s
+ *   servers.ts cloud DIR       — the full server with the real cloud engines on SQLite in DIR (needs
+ *                                NODE_EXTRA_CA_CERTS and CLOUD_ENVIRONMENT_FILEPATH from the parent)
  */
 import Fastify from 'fastify';
+import { createLocalJWKSet, jwtVerify, type JSONWebKeySet } from 'jose';
 import { randomBytes } from 'node:crypto';
 import { writeFileSync, readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { createLogger } from '../src/logger.ts';
+import { addManagedIdentity } from '../test/support/azure-emulator/managed-identity.ts';
+import { seedTenant } from '../test/support/azure-emulator/seed.ts';
+import { startEmulator } from '../test/support/azure-emulator/server.ts';
+import { json } from '../test/support/azure-emulator/http.ts';
 import { createServer } from '../src/server.ts';
 import { ldapBackend } from '../src/engines/ldap/index.ts';
 import { loadSettings } from '../src/settings.ts';
@@ -77,6 +88,55 @@ if (mode === 'bare') {
   const res = await fetch(`${url}/v1/sys/health`);
   const ms = performance.now() - started;
   ready({ msToServing: ms, status: res.status, rssMiB: process.memoryUsage().rss / 2 ** 20 });
+} else if (mode === 'emulator') {
+  const emulator = await startEmulator({
+    // Control routes for the benchmark (same process as the emulator's state and request log).
+    extensions: [(routers) => {
+      routers.login
+        .add('GET', '/bench/log', (req) => {
+          const since = Number(req.query.get('since') ?? 0);
+          const entries = emulator.requestLog.entries.slice(since).filter((e) => e.service !== 'login' || !e.path.startsWith('/bench/'));
+          const count = (service: string) => entries.filter((e) => e.service === service).length;
+          return json(200, { next: emulator.requestLog.entries.length, graph: count('graph'), arm: count('arm'), login: count('login') });
+        })
+        .add('POST', '/bench/replication-delay', (req) => {
+          const ms = Number(req.query.get('ms') ?? 0);
+          emulator.faults.replicationDelay({ servicePrincipalToArm: ms, servicePrincipalToGroups: ms });
+          return json(204);
+        })
+        .add('POST', '/bench/mint', async (req) => json(200, { token: await emulator.miTokens.mint({ identity: mi, audience: req.query.get('audience') ?? '' }) }));
+    }],
+  });
+  const tenant = seedTenant(emulator.state, { groups: ['bench-readers'] });
+  const mi = addManagedIdentity(emulator.state, { name: 'bench-workload' });
+  const envFile = join(dir, 'environment.json');
+  writeFileSync(envFile, JSON.stringify(emulator.environment('StrongroomEmulator')));
+  ready({
+    url: emulator.url, envFile, environment: 'StrongroomEmulator', tenantId: emulator.tenantId, subscriptionId: tenant.subscriptionId,
+    clientId: tenant.admin.appId, clientSecret: tenant.admin.clientSecret, group: 'bench-readers', principalId: mi.principalId, issuer: emulator.miTokens.issuer,
+  });
+} else if (mode === 'cloud') {
+  // The real registry (src/engines.ts): cloud/ and auth/cloud/ are default mounts.
+  const s = await createServer(settingsFor(dir), createLogger('silent'));
+  ready({ url: await s.app.listen({ host: '127.0.0.1', port: 0 }) });
+} else if (mode === 'jose-verify') {
+  const [, discoveryUrl, audience, seconds, inFlight, jwt] = process.argv.slice(2);
+  const discovery = (await (await fetch(discoveryUrl)).json()) as { issuer: string; jwks_uri: string };
+  const keys = createLocalJWKSet((await (await fetch(discovery.jwks_uri)).json()) as JSONWebKeySet);
+  // The same options the login's verifier passes.
+  const options = { algorithms: ['RS256'], issuer: discovery.issuer, audience, clockTolerance: 60, requiredClaims: ['exp'] };
+  const until = performance.now() + Number(seconds) * 1000;
+  let done = 0;
+  const worker = async () => {
+    while (performance.now() < until) {
+      await jwtVerify(jwt, keys, { ...options, currentDate: new Date() });
+      done++;
+    }
+  };
+  const started = performance.now();
+  await Promise.all(Array.from({ length: Number(inFlight) }, worker));
+  ready({ perSecond: done / ((performance.now() - started) / 1000) });
+  process.exit(0);
 } else {
   process.stderr.write(`unknown mode ${mode}\n`);
   process.exit(2);

@@ -7,16 +7,16 @@ export interface Throughput {
   errors: number;
 }
 
-/** One autocannon run against a URL (64 connections unless told), reporting mean requests/s and p99 latency. */
-export async function load(url: string, opts: { connections?: number; seconds?: number; headers?: Record<string, string> } = {}): Promise<Throughput> {
-  const result = await autocannon({ url, connections: opts.connections ?? 64, duration: opts.seconds ?? 5, headers: opts.headers });
+/** One autocannon run against a URL (64 connections unless told; GET unless a method is given), reporting mean requests/s and p99 latency. */
+export async function load(url: string, opts: { connections?: number; seconds?: number; headers?: Record<string, string>; method?: 'GET' | 'POST'; body?: string } = {}): Promise<Throughput> {
+  const result = await autocannon({ url, connections: opts.connections ?? 64, duration: opts.seconds ?? 5, headers: opts.headers, method: opts.method ?? 'GET', body: opts.body });
   return { rps: result.requests.average, p99: result.latency.p99, errors: result.errors + result.non2xx };
 }
 
-/** Starts a child Node process running `script` and resolves when it prints `READY <json>`. */
-export function child(script: string, args: string[], env: Record<string, string> = {}): Promise<{ proc: ChildProcess; info: Record<string, unknown> }> {
+/** Starts a child Node process running `script` and resolves when it prints `READY <json>`; `nodeArgs` e.g. --cpu-prof. */
+export function child(script: string, args: string[], env: Record<string, string> = {}, nodeArgs: string[] = []): Promise<{ proc: ChildProcess; info: Record<string, unknown> }> {
   return new Promise((resolve, reject) => {
-    const proc = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', script, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+    const proc = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', ...nodeArgs, script, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
     let buf = '';
     const timer = setTimeout(() => reject(new Error(`${script} did not become ready in 120 s`)), 120_000);
     proc.stdout!.on('data', (d) => {
@@ -31,10 +31,11 @@ export function child(script: string, args: string[], env: Record<string, string
   });
 }
 
-export async function stop(proc: ChildProcess): Promise<void> {
+/** SIGINT lets a child started with --cpu-prof write its profile (servers.ts exits normally on it). */
+export async function stop(proc: ChildProcess, signal: 'SIGTERM' | 'SIGINT' = 'SIGTERM'): Promise<void> {
   if (proc.exitCode !== null) return;
   proc.removeAllListeners('exit');
-  proc.kill('SIGTERM');
+  proc.kill(signal);
   await new Promise((r) => proc.once('exit', r));
 }
 
