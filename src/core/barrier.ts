@@ -1,4 +1,5 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { secureRandomBytes } from './random.ts';
 import type { Storage, StorageCondition, StorageOp } from './storage/types.ts';
 
 /**
@@ -16,7 +17,7 @@ export class UnsealError extends Error {}
 interface KeyringEntry { term: number; key: Buffer; installTime: string }
 
 export function seal(key: Buffer, term: number, path: string, plaintext: Buffer): Buffer {
-  const nonce = randomBytes(12);
+  const nonce = secureRandomBytes(12);
   const header = Buffer.alloc(5);
   header.writeUInt32BE(term, 0);
   header[4] = VERSION;

@@ -1,4 +1,5 @@
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
+import { secureRandomBytes } from './random.ts';
 
 const BASE62 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
 
@@ -6,7 +7,7 @@ const BASE62 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
 export function randomBase62(length: number): string {
   let out = '';
   while (out.length < length) {
-    for (const b of randomBytes(length * 2)) {
+    for (const b of secureRandomBytes(length * 2)) {
       if (b < 248) out += BASE62[b % 62];
       if (out.length === length) break;
     }
@@ -15,7 +16,7 @@ export function randomBase62(length: number): string {
 }
 
 export function randomHex(bytes: number): string {
-  return randomBytes(bytes).toString('hex');
+  return secureRandomBytes(bytes).toString('hex');
 }
 
 export const newRequestId = (): string => randomUUID();

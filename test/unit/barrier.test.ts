@@ -65,3 +65,13 @@ describe('Barrier', () => {
     expect(await barrier.transaction([{ type: 'put', key: 'slot', value: Buffer.from('again') }], [{ key: 'slot', expected: Buffer.from('free') }])).toBe(false);
   });
 });
+
+describe('secureRandomBytes', () => {
+  it('"never hands out the same bytes twice, across pool refills"', async () => {
+    const { secureRandomBytes } = await import('../../src/core/random.ts');
+    const seen = new Set<string>();
+    for (let i = 0; i < 5000; i++) seen.add(secureRandomBytes(12).toString('hex'));
+    expect(seen.size).toBe(5000);
+    expect(secureRandomBytes(4096)).toHaveLength(4096);
+  });
+});
