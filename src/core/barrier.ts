@@ -43,6 +43,13 @@ export class Barrier implements Storage {
   #keys = new Map<number, Buffer>();
   #active: KeyringEntry | undefined;
   #rootKey: Buffer | undefined;
+  /**
+   * Plaintext by ciphertext object. The storage below caches committed ciphertexts, so a hot entry (a token,
+   * a policy, a config) comes back as the same Buffer and need not be decrypted again; a write stores a new
+   * Buffer, and an evicted one takes its plaintext with it. Memory already holds the keyring, so this adds
+   * no exposure a memory reader would not have anyway.
+   */
+  readonly #opened = new WeakMap<Buffer, Buffer>();
 
   constructor(inner: Storage) {
     this.#inner = inner;
@@ -102,7 +109,13 @@ export class Barrier implements Storage {
 
   async get(key: string): Promise<Buffer | undefined> {
     const blob = await this.#inner.get(key);
-    return blob === undefined ? undefined : this.#decrypt(key, blob);
+    if (blob === undefined) return undefined;
+    let plain = this.#opened.get(blob);
+    if (!plain) {
+      plain = this.#decrypt(key, blob);
+      this.#opened.set(blob, plain);
+    }
+    return Buffer.from(plain);
   }
   put(key: string, value: Buffer): Promise<void> {
     return this.#inner.put(key, this.#encrypt(key, value));

@@ -57,8 +57,20 @@ export class TokenStore {
     }
   }
 
+  /**
+   * Every request salts its token, and an HMAC object costs more than the rest of a cached lookup; recent
+   * results are remembered (the process holds the salt and keyring anyway, so this exposes nothing new).
+   */
+  readonly #salted = new Map<string, string>();
+
   salt(token: string): string {
-    return `h${createHmac('sha256', this.#salt).update(token).digest('hex')}`;
+    let salted = this.#salted.get(token);
+    if (salted === undefined) {
+      salted = `h${createHmac('sha256', this.#salt).update(token).digest('hex')}`;
+      if (this.#salted.size >= TokenStore.CACHE_LIMIT) this.#salted.delete(this.#salted.keys().next().value!);
+      this.#salted.set(token, salted);
+    }
+    return salted;
   }
 
   async create(spec: NewToken): Promise<{ token: string; entry: TokenEntry }> {

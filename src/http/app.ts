@@ -42,13 +42,17 @@ export function buildApp(core: Core, opts: AppOptions): FastifyInstance {
   });
 
   // Secrets must not be cached; only raw answers that chose their own policy (public OIDC keys) keep it.
-  app.addHook('onSend', async (_req, reply, payload) => {
+  // Callback-style hooks: they run on every request, and an async hook costs a promise per request.
+  app.addHook('onSend', (_req, reply, payload, done) => {
     if (!reply.hasHeader('cache-control')) reply.header('cache-control', 'no-store');
-    return payload;
+    done(null, payload);
   });
 
-  app.addHook('onResponse', async (req, reply) => {
-    opts.logger.info({ method: req.method, path: req.url.split('?', 1)[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'request');
+  app.addHook('onResponse', (req, reply, done) => {
+    if (opts.logger.isLevelEnabled('info')) {
+      opts.logger.info({ method: req.method, path: req.url.split('?', 1)[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'request');
+    }
+    done();
   });
 
   app.setErrorHandler((err: unknown, _req, reply) => {
@@ -83,7 +87,5 @@ export function buildApp(core: Core, opts: AppOptions): FastifyInstance {
 }
 
 function sendCoreResponse(reply: import('fastify').FastifyReply, res: CoreResponse) {
-  reply.status(res.status);
-  for (const [k, v] of Object.entries(res.headers)) reply.header(k, v);
-  return reply.send(res.body ?? null);
+  return reply.status(res.status).headers(res.headers).send(res.body ?? null);
 }
