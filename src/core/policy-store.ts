@@ -55,7 +55,8 @@ export class PolicyStore {
   /** The merged ACL for a token's policy set; names that no longer exist simply grant nothing. */
   async aclFor(policies: string[]): Promise<Acl> {
     if (policies.includes('root')) return Acl.root();
-    const key = [...policies].sort().join('\n');
+    // Token policies are stored sorted (normalizePolicies), so the joined list is already a canonical key.
+    const key = policies.join('\n');
     const cached = this.#acls.get(key);
     if (cached) return cached;
     const parsed: AclPolicy[] = [];

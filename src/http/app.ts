@@ -24,6 +24,8 @@ export function buildApp(core: Core, opts: AppOptions): FastifyInstance {
     // Fastify's per-request lines would log raw URLs (query strings may carry tokens); onResponse below logs
     // the path alone.
     logController: new LogController({ disableRequestLogging: true }),
+    // Fastify would make a pino child (with our redaction rules) for every request; nothing logs through it.
+    childLoggerFactory: (logger) => logger,
     clientErrorHandler(err, socket) {
       if (answerListFromRawPacket(core, err as unknown as Parameters<typeof answerListFromRawPacket>[1], socket, opts.maxRequestSize)) return;
       if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
