@@ -5,6 +5,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, inject, it, onTestFinished } from 'vitest';
 import { FakeClock } from '../../src/core/clock.ts';
+import { MemoryStorage } from '../../src/core/storage/memory.ts';
+import type { Storage, StorageCondition, StorageOp } from '../../src/core/storage/types.ts';
+import { StorageView } from '../../src/core/storage/view.ts';
 import { issueToken } from '../../src/core/token-issue.ts';
 import { CHECKOUT_SECRET_TYPE } from '../../src/engines/ldap/library-checkout.ts';
 import { canBind, createIsolatedOu, type IsolatedOu } from '../support/slapd.ts';
@@ -468,6 +471,49 @@ describe('library check-out leases', () => {
     expect(await binds(second.name, second.password)).toBe(false);
     const next = await checkedOut('team');
     expect(await binds(next.name, next.password)).toBe(true);
+  });
+});
+
+/** Wraps a Storage; when armed, the next transaction that writes a library WAL fails as a full disk would. */
+class WalWriteFailure implements Storage {
+  armed = false;
+  readonly inner: Storage;
+  constructor(inner: Storage) {
+    this.inner = inner;
+  }
+  get(key: string) { return this.inner.get(key); }
+  put(key: string, value: Buffer) { return this.inner.put(key, value); }
+  delete(key: string) { return this.inner.delete(key); }
+  list(prefix: string) { return this.inner.list(prefix); }
+  close() { return this.inner.close(); }
+  async transaction(ops: StorageOp[], conditions?: StorageCondition[]) {
+    if (this.armed && ops.some((op) => op.type === 'put' && /\/wal\/library\//.test(op.key))) {
+      this.armed = false;
+      throw new Error('disk I/O error (injected)');
+    }
+    return this.inner.transaction(ops, conditions);
+  }
+}
+
+describe('check-in write-ahead', () => {
+  it('"the claim and the new password\'s WAL are one commit: when it fails the loan is untouched, nothing is half-written, and a retry checks in"', async () => {
+    const storage = new WalWriteFailure(new MemoryStorage());
+    await setUp({ team: { service_account_names: ['svc0'] } }, { storageInstance: storage });
+    const loan = await checkedOut('team');
+    storage.armed = true;
+    expect((await checkIn('team', 'root', [loan.name])).status).toBe(500);
+    // Still lent to the borrower (not half-claimed), no WAL, and the directory was not touched.
+    expect(await status('team')).toMatchObject({ [loan.name]: { available: false, borrower_client_token: expect.any(String) } });
+    const keys = await new StorageView(storage.inner, '').listRecursive();
+    expect(keys.filter((k) => k.includes('/wal/'))).toEqual([]);
+    expect(keys.some((k) => k.includes('/library-account/'))).toBe(true);
+    expect(await binds(loan.name, loan.password)).toBe(true);
+    const renewed = await s.request('PUT', 'sys/leases/renew', { body: { lease_id: loan.leaseId } });
+    expect(renewed.status, JSON.stringify(renewed.body)).toBe(200);
+
+    expect((await checkIn('team', 'root', [loan.name])).body.data).toEqual({ check_ins: [loan.name] });
+    expect(await binds(loan.name, loan.password)).toBe(false);
+    expect((await status('team'))[loan.name]).toEqual({ available: true });
   });
 });
 

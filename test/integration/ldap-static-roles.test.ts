@@ -244,6 +244,70 @@ describe('one account, one manager', () => {
   });
 });
 
+describe('rotation of a role found by username', () => {
+  let s: TestServer;
+  beforeEach(async () => {
+    s = await server();
+    await configure(s, facts, ou);
+  });
+
+  /** Renames and moves an entry (modrdn with a new superior), as an administrator reorganising the tree would. */
+  async function move(from: string, to: string): Promise<void> {
+    const c = new Client({ url: facts.url });
+    try {
+      await c.bind(facts.rootDn, facts.rootPassword);
+      await c.modifyDN(from, to);
+    } finally {
+      await c.unbind();
+    }
+  }
+
+  it('a static role whose entry was moved is re-resolved by search and rotated; the registry claim follows the entry', async () => {
+    await ok(s, 'POST', 'ldap/static-role/app', { username: 'user3', rotation_period: '1h' });
+    const moved = `cn=user3,${ou.serviceAccountsDn}`;
+    await move(user(3).dn, moved);
+
+    // The stored DN answers noSuchObject; the username search finds the entry at its new place.
+    await ok(s, 'POST', 'ldap/rotate-role/app');
+    const c = await cred(s, 'app');
+    expect(await binds(moved, c.password)).toBe(true);
+    // Further rotations write to the new DN directly (its claim is now the role's).
+    await ok(s, 'POST', 'ldap/rotate-role/app');
+    expect(await binds(moved, (await cred(s, 'app')).password)).toBe(true);
+    const other = await s.request('POST', 'ldap/static-role/other', { body: { username: 'someone', dn: moved, rotation_period: 60 } });
+    expect(other.status).toBe(400);
+    expect(other.body.errors[0]).toMatch(/already managed by the secrets engine \(static role "app"\)/);
+    // The old DN's claim was released: an entry created there later can be managed by another role.
+    const newcomer = await addPerson('user3-newcomer');
+    await move(newcomer.dn, user(3).dn);
+    await ok(s, 'POST', 'ldap/static-role/other', { username: 'someone', dn: user(3).dn, rotation_period: 60 });
+    expect(await binds(user(3).dn, (await cred(s, 'other')).password)).toBe(true);
+    expect(await binds(moved, (await cred(s, 'app')).password)).toBe(true);
+  });
+
+  it('a role addressed by dn is never re-resolved: a moved entry fails the rotation and is reported', async () => {
+    await ok(s, 'POST', 'ldap/static-role/bydn', { username: 'user3', dn: user(3).dn, rotation_period: '1h' });
+    const before = (await cred(s, 'bydn')).password;
+    await move(user(3).dn, `cn=user3,${ou.serviceAccountsDn}`);
+    const r = await s.request('POST', 'ldap/rotate-role/bydn');
+    expect(r.status).toBe(400);
+    expect(r.body.errors[0]).toMatch(/retries will continue in the background/);
+    expect((await cred(s, 'bydn')).password).toBe(before);
+    expect((await s.request('GET', 'ldap/static-role/bydn')).body.data.failed_rotation_attempts).toBe(1);
+  });
+
+  it('a role created without a config finds its entry at the first rotation and claims it', async () => {
+    const bare = await server();
+    await ok(bare, 'POST', 'ldap/static-role/early', { username: 'user2', rotation_period: '1h', skip_import_rotation: true });
+    await configure(bare, facts, ou);
+    await ok(bare, 'POST', 'ldap/rotate-role/early');
+    expect(await binds(user(2).dn, (await cred(bare, 'early')).password)).toBe(true);
+    const r = await bare.request('POST', 'ldap/static-role/again', { body: { username: 'x', dn: user(2).dn, rotation_period: 60 } });
+    expect(r.status).toBe(400);
+    expect(r.body.errors[0]).toMatch(/static role "early"/);
+  });
+});
+
 describe('injection attempts', () => {
   let s: TestServer;
   beforeEach(async () => {

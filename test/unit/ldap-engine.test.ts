@@ -9,7 +9,7 @@ import type { StorageCondition, StorageOp } from '../../src/core/storage/types.t
 import { StorageView, jsonBytes } from '../../src/core/storage/view.ts';
 import { ManagedAccounts, accountKeys } from '../../src/engines/ldap/accounts.ts';
 import {
-  LdapConnections, ROOT_GRACE_MS, bindFallbacks, mergeConfig, toConnectionConfig, validateConfig, writeConfig, type LdapConfig, type LdapEngine,
+  LdapConnections, ROOT_GRACE_MS, ROOT_WAL_KEY, bindFallbacks, mergeConfig, toConnectionConfig, validateConfig, writeConfig, type LdapConfig, type LdapEngine,
 } from '../../src/engines/ldap/config.ts';
 import { RotationScheduler, UnrecordedPasswordError, changePasswordWithWal, readWal, retryDelayMs } from '../../src/engines/ldap/rotation.ts';
 import type { LdapClient, LdapConnectionConfig } from '../../src/providers/ldap/client.ts';
@@ -90,6 +90,32 @@ describe('connection config', () => {
     await writeConfig(storage, base({ bindpass: 'other' }));
     expect((await conns.get()).client).not.toBe(a.client);
     expect(made.map((m) => m.bindpass)).toEqual(['pw', 'other']);
+  });
+
+  it('LdapConnections parses the config again only when its bytes change, and drops the previous bind password when the grace ends', async () => {
+    const storage = new StorageView(new MemoryStorage(), '');
+    const clock = new FakeClock();
+    const made: LdapConnectionConfig[] = [];
+    const conns = new LdapConnections(storage, clock, (cfg) => {
+      made.push(cfg);
+      return { close: async () => undefined } as unknown as LdapClient;
+    });
+    await writeConfig(storage, base({ bindpass: 'new', last_bind_password: 'old', last_bind_password_rotation: clock.now() }));
+    const a = await conns.get();
+    expect((await conns.get()).config).toBe(a.config);
+    expect(Object.isFrozen(a.config)).toBe(true);
+    expect(made.map((m) => m.fallback_bindpass)).toEqual([['old']]);
+    await clock.advance(ROOT_GRACE_MS);
+    await conns.get();
+    expect(made.map((m) => m.fallback_bindpass)).toEqual([['old'], []]);
+    // A rewrite with the same content is the same config; a changed field is seen at once.
+    await writeConfig(storage, { ...a.config });
+    expect(made).toHaveLength(2);
+    await writeConfig(storage, { ...a.config, userdn: 'ou=people,dc=x' });
+    expect((await conns.get()).config.userdn).toBe('ou=people,dc=x');
+    await storage.put(ROOT_WAL_KEY, jsonBytes({ new_password: 'pending' }));
+    await conns.get();
+    expect(made.at(-1)?.fallback_bindpass).toEqual(['pending']);
   });
 });
 
@@ -197,12 +223,19 @@ class FakeDirectory {
   passwords = new Map<string, string>();
   fail: LdapProviderError | undefined;
   onSet: (() => Promise<void>) | undefined;
+  /** DNs that answer noSuchObject (entries moved away). */
+  gone = new Set<string>();
+  searches = 0;
   client(): LdapClient {
     return {
-      resolveAccount: async (ref: { dn?: string; username?: string }) => ({ dn: ref.dn ?? `cn=${ref.username},dc=x`, attributes: {} }),
+      resolveAccount: async (ref: { dn?: string; username?: string }) => {
+        if (!ref.dn) this.searches++;
+        return { dn: ref.dn ?? `cn=${ref.username},dc=x`, attributes: {} };
+      },
       setPassword: async (dn: string, password: string) => {
         await this.onSet?.();
         if (this.fail) throw this.fail;
+        if (this.gone.has(dn)) throw new LdapProviderError('input', `no such object "${dn}"`, 32);
         this.passwords.set(dn, password);
       },
       close: async () => undefined,
@@ -271,7 +304,64 @@ describe('changePasswordWithWal', () => {
     await expect(changePasswordWithWal(engine, { target: 't', account: { dn: 'cn=a,dc=x' }, commit: commitTo(storage) })).rejects.toThrow('constraint');
     expect(await readWal(storage, 't')).toBeUndefined();
     dir.fail = undefined;
-    expect((await changePasswordWithWal(engine, { target: 't', account: { dn: 'cn=a,dc=x' }, commit: commitTo(storage) })).password).toBe('generated-2');
+    expect((await changePasswordWithWal(engine, { target: 't', account: { dn: 'cn=a,dc=x' }, commit: commitTo(storage) }))?.password).toBe('generated-2');
+  });
+
+  it('a known DN is changed without a search; when it is gone the username is searched once and the entry found there changes', async () => {
+    const { engine, storage, dir } = walEngine();
+    await writeConfig(storage, base());
+    const found: string[] = [];
+    const req = { target: 't', account: { username: 'bob' }, knownDn: 'cn=bob,ou=old,dc=x', found: async (dn: string) => void found.push(dn), commit: commitTo(storage) };
+    expect((await changePasswordWithWal(engine, req))?.dn).toBe('cn=bob,ou=old,dc=x');
+    expect(dir.searches).toBe(0);
+    expect(found).toEqual([]);
+
+    dir.gone.add('cn=bob,ou=old,dc=x');
+    const moved = await changePasswordWithWal(engine, req);
+    expect(moved).toMatchObject({ dn: 'cn=bob,dc=x', password: 'generated-2' });
+    expect(dir.searches).toBe(1);
+    expect(found).toEqual(['cn=bob,dc=x']);
+    expect(dir.passwords.get('cn=bob,dc=x')).toBe('generated-2');
+  });
+
+  it('a found hook that refuses stops the change before the directory is touched; the WAL stays for the retry', async () => {
+    const { engine, storage, dir } = walEngine();
+    await writeConfig(storage, base());
+    const refuse = async () => {
+      throw new BadRequestError('already managed');
+    };
+    await expect(changePasswordWithWal(engine, { target: 't', account: { username: 'bob' }, found: refuse, commit: commitTo(storage) })).rejects.toThrow('already managed');
+    expect(dir.passwords.size).toBe(0);
+    expect((await readWal(storage, 't'))?.new_password).toBe('generated-1');
+  });
+
+  it('an explicit DN is never re-resolved, even when it is gone', async () => {
+    const { engine, storage, dir } = walEngine();
+    await writeConfig(storage, base());
+    dir.gone.add('cn=a,dc=x');
+    await expect(changePasswordWithWal(engine, { target: 't', account: { dn: 'cn=a,dc=x', username: 'a' }, knownDn: 'cn=a,dc=x', commit: commitTo(storage) })).rejects.toThrow('no such object');
+    expect(dir.searches).toBe(0);
+  });
+
+  it('prepare guards that no longer hold: nothing is written, the directory is untouched, the result is undefined', async () => {
+    const { engine, storage, dir } = walEngine();
+    await writeConfig(storage, base());
+    await storage.put('claim', jsonBytes({ state: 'lent' }));
+    const claim = { type: 'put' as const, key: 'claim', value: jsonBytes({ state: 'returning' }) };
+    const stale = [{ key: 'claim', expected: jsonBytes({ state: 'something else' }) }];
+    expect(await changePasswordWithWal(engine, { target: 't', account: { dn: 'cn=a,dc=x' }, prepare: [claim], prepareConditions: stale, commit: commitTo(storage) })).toBeUndefined();
+    expect(await readWal(storage, 't')).toBeUndefined();
+    expect(await storage.getJson('claim')).toEqual({ state: 'lent' });
+    expect(dir.passwords.size).toBe(0);
+
+    // Holding guards: the claim and the WAL land together, before the directory changes.
+    dir.onSet = async () => {
+      expect(await storage.getJson('claim')).toEqual({ state: 'returning' });
+      expect(await readWal(storage, 't')).toBeDefined();
+    };
+    const current = [{ key: 'claim', expected: jsonBytes({ state: 'lent' }) }];
+    expect(await changePasswordWithWal(engine, { target: 't', account: { dn: 'cn=a,dc=x' }, prepare: [claim], prepareConditions: current, commit: commitTo(storage) }))
+      .toMatchObject({ password: 'generated-2', reusedWal: false });
   });
 
   it('prepare writes land with the fresh WAL (a role being created survives a crash with its WAL)', async () => {

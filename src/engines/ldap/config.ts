@@ -166,16 +166,30 @@ export function toConnectionConfig(config: LdapConfig, fallbacks: string[] = [])
   };
 }
 
+/** What LdapConnections derived from one pair of stored config and root-WAL bytes. */
+interface ParsedConnection {
+  configRaw: Buffer;
+  walRaw: Buffer | undefined;
+  /** Clock time at which the bind fallbacks change (the rotate-root grace period ends). */
+  validUntil: number;
+  config: Readonly<LdapConfig>;
+  key: string;
+  client: LdapClient;
+}
+
+const sameBytes = (a: Buffer | undefined, b: Buffer | undefined): boolean => (a === undefined || b === undefined ? a === b : a.equals(b));
+
 /**
  * One directory client per distinct connection config, shared by all parts. The config is read from
- * storage on every call (cheap, and right when several servers share a database); the client, which
- * holds a bound connection, is rebuilt only when the effective connection settings change.
+ * storage on every call (right when several servers share a database) but parsed again only when its
+ * bytes changed; the client, which holds a bound connection, is rebuilt only when the effective
+ * connection settings change.
  */
 export class LdapConnections {
   readonly #storage: StorageView;
   readonly #clock: Clock;
   readonly #create: (config: LdapConnectionConfig) => LdapClient;
-  #cached: { key: string; client: LdapClient } | undefined;
+  #cached: ParsedConnection | undefined;
 
   constructor(storage: StorageView, clock: Clock, create: (config: LdapConnectionConfig) => LdapClient) {
     this.#storage = storage;
@@ -183,20 +197,32 @@ export class LdapConnections {
     this.#create = create;
   }
 
-  /** The current config and a client for it; 400 when the engine is not configured. */
-  async get(): Promise<{ config: LdapConfig; client: LdapClient }> {
-    const config = await readConfig(this.#storage);
-    if (!config) throw missingConfigError();
-    const wal = await this.#storage.getJson<{ new_password?: string }>(ROOT_WAL_KEY);
-    const connection = toConnectionConfig(config, bindFallbacks(config, wal?.new_password, this.#clock.now()));
+  /** The current config (shared: never mutate it) and a client for it; 400 when the engine is not configured. */
+  async get(): Promise<{ config: Readonly<LdapConfig>; client: LdapClient }> {
+    const configRaw = await this.#storage.get(CONFIG_KEY);
+    if (!configRaw) throw missingConfigError();
+    const walRaw = await this.#storage.get(ROOT_WAL_KEY);
+    const now = this.#clock.now();
+    const cached = this.#cached;
+    // Every credential request and rotation passes here: same bytes and same grace state, same answer.
+    if (cached && now < cached.validUntil && sameBytes(cached.configRaw, configRaw) && sameBytes(cached.walRaw, walRaw)) {
+      return { config: cached.config, client: cached.client };
+    }
+    const config = Object.freeze(storedConfigSchema.parse(JSON.parse(configRaw.toString('utf8'))));
+    const wal = walRaw && (JSON.parse(walRaw.toString('utf8')) as { new_password?: string });
+    const connection = toConnectionConfig(config, bindFallbacks(config, wal?.new_password, now));
     const key = JSON.stringify(connection);
-    if (this.#cached?.key !== key) {
-      const previous = this.#cached?.client;
-      this.#cached = { key, client: this.#create(connection) };
+    const graceEnd = config.last_bind_password_rotation + ROOT_GRACE_MS;
+    const validUntil = config.last_bind_password && now < graceEnd ? graceEnd : Number.POSITIVE_INFINITY;
+    let client = cached?.client;
+    if (!client || cached?.key !== key) {
+      client = this.#create(connection);
       // Operations still running on the old client finish on their own connection; close it afterwards.
+      const previous = cached?.client;
       if (previous) setTimeout(() => void previous.close().catch(() => undefined), 5_000).unref();
     }
-    return { config, client: this.#cached.client };
+    this.#cached = { configRaw, walRaw, validUntil, config, key, client };
+    return { config, client };
   }
 
   async close(): Promise<void> {

@@ -4,18 +4,18 @@
  *
  * Every state change of an account is a compare-and-set on its record (library-store.ts), never a
  * read-then-write, so concurrency control survives restarts and works across servers on one database.
- * Check-in first claims the account (`lent` → `returning`), then changes the password under the
- * write-ahead log, then records it as `available`: whoever wins the claim is the only writer until
- * the account is available again, and an interrupted check-in is finished at start-up or by the next
- * check-in or lease revocation of the same loan.
+ * Check-in claims the account (`lent` → `returning`) in the transaction that stores the new password's
+ * write-ahead log, changes the password in the directory, then records it as `available`: whoever wins
+ * the claim is the only writer until the account is available again, and an interrupted check-in is
+ * finished at start-up or by the next check-in or lease revocation of the same loan.
  */
 import { BadRequestError, NotFoundError, PermissionDeniedError } from '../../core/errors.ts';
 import { field } from '../../core/fields.ts';
 import { definePath, type BackendRequest, type CallerInfo, type LeaseView, type SecretType } from '../../core/framework.ts';
 import type { LdapEngine, LdapEnginePart } from './config.ts';
 import {
-  SET_NAME, listAccountNames, putAccountOp, readAccount, readLibrarySet, swapAccount, unchangedAccount,
-  type AccountSnapshot, type AccountState, type Borrower, type LentAccount, type LibrarySet,
+  SET_NAME, listAccountNames, putAccountOp, readAccount, readLibrarySet, returningClaim, swapAccount, unchangedAccount,
+  type AccountState, type Borrower, type LentAccount, type LibrarySet,
 } from './library-store.ts';
 import { changePasswordWithWal } from './rotation.ts';
 
@@ -62,20 +62,20 @@ export async function checkInAccount(engine: Engine, name: string, accept: (acco
   return engine.locks.run(`library-account/${name}`, async () => {
     const snapshot = await readAccount(engine.storage, name);
     if (!snapshot || snapshot.state.state === 'available' || !accept(snapshot.state)) return false;
-    let claim: AccountSnapshot | undefined = snapshot;
-    if (snapshot.state.state === 'lent') {
-      if (!(await swapAccount(engine.storage, snapshot, { ...snapshot.state, state: 'returning' }))) return false;
-      claim = await readAccount(engine.storage, name);
-    }
-    if (claim?.state.state !== 'returning') return false;
-    const account = claim.state;
-    await changePasswordWithWal(engine, {
+    const account = snapshot.state;
+    // A lent account is claimed (`lent` → `returning`) in the same transaction that stores the new password's
+    // WAL: one commit instead of two, and a crash leaves either neither or both. A `returning` one is resumed.
+    const claim = account.state === 'lent' ? returningClaim(account) : undefined;
+    const changed = await changePasswordWithWal(engine, {
       target: accountWalTarget(name),
       account: { dn: account.dn },
+      prepare: claim && [claim.op],
+      prepareConditions: claim && [unchangedAccount(name, snapshot)],
       commit: (password, dn) => [putAccountOp({ state: 'available', name, dn, password })],
-      // Only the claim recorded above becomes available: never overwrite a state another server wrote.
-      commitConditions: [unchangedAccount(name, claim)],
+      // Only our claim becomes available: never overwrite a state another server wrote.
+      commitConditions: [unchangedAccount(name, claim?.claimed ?? snapshot)],
     });
+    if (!changed) return false;
     // Ends the borrower's lease so it cannot later revoke anything; a failure here is harmless because
     // that lease's revoke only acts on an account still lent under it.
     await engine.ctx.system.forgetLease(account.borrower.lease_id).catch((err: unknown) => {

@@ -90,6 +90,16 @@ export const deleteAccountOp = (name: string): StorageOp => ({ type: 'delete', k
 /** Guard: the account record still holds exactly what `snapshot` saw. */
 export const unchangedAccount = (name: string, snapshot: AccountSnapshot): StorageCondition => ({ key: accountKey(name), expected: snapshot.raw });
 
+/**
+ * The check-in claim of a lent account: the write that moves it to `returning` (to be guarded on the snapshot
+ * it was read in) and the snapshot it leaves, which later writes can guard on without reading it back.
+ */
+export function returningClaim(account: LentAccount): { op: StorageOp; claimed: AccountSnapshot } {
+  const state: AccountState = { ...account, state: 'returning' };
+  const value = jsonBytes(accountStateSchema.parse(state));
+  return { op: { type: 'put', key: accountKey(state.name), value }, claimed: { state, raw: value } };
+}
+
 /** Moves an account from what `snapshot` saw to `next`; false when someone else changed it first. */
 export async function swapAccount(storage: StorageView, snapshot: AccountSnapshot, next: AccountState): Promise<boolean> {
   return storage.transaction([putAccountOp(next)], [unchangedAccount(snapshot.state.name, snapshot)]);

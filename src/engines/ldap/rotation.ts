@@ -20,7 +20,7 @@ import { ConflictError, StrongroomError } from '../../core/errors.ts';
 import { randomHex } from '../../core/ids.ts';
 import type { StorageCondition, StorageOp } from '../../core/storage/types.ts';
 import { jsonBytes, type StorageView } from '../../core/storage/view.ts';
-import type { AccountRef } from '../../providers/ldap/client.ts';
+import type { AccountRef, LdapClient } from '../../providers/ldap/client.ts';
 import { LdapProviderError } from '../../providers/ldap/errors.ts';
 import { generatePassword, passwordSource, type LdapConfig, type LdapEngine } from './config.ts';
 
@@ -60,6 +60,8 @@ export async function listWalTargets(storage: StorageView, prefix = ''): Promise
 
 // ---- the protected change --------------------------------------------------------------------------
 
+const NO_SUCH_OBJECT = 32;
+
 /** constraintViolation, unwillingToPerform: the directory rejected the password value. */
 const REFUSED_VALUE_CODES = new Set([19, 53]);
 
@@ -71,8 +73,24 @@ export interface PasswordChangeRequest {
   target: string;
   /** The entry to change: by DN when known (never re-resolved as a username), else by username under userdn. */
   account: AccountRef;
+  /**
+   * The DN `account.username` was found at before (stored with the owner's record), so no search is needed.
+   * When the directory answers noSuchObject there (the entry was renamed or moved), the username is searched
+   * once and the change is made at the DN found. Ignored when `account.dn` is set.
+   */
+  knownDn?: string;
+  /**
+   * Runs with a DN that a username search just produced, before that entry is changed (e.g. to claim it in
+   * the managed-account registry); throwing stops the change with the directory untouched.
+   */
+  found?(dn: string): Promise<void>;
   /** Writes that land atomically with a freshly written WAL (e.g. the record of a role being created). */
   prepare?: StorageOp[];
+  /**
+   * Guards of the `prepare` transaction (e.g. a check-in's claim on the account record). When one no longer
+   * holds, nothing is written, the directory is not touched, and the change returns undefined.
+   */
+  prepareConditions?: StorageCondition[];
   /**
    * Writes that record the new password, applied in one transaction with the WAL's removal. Runs after
    * the directory accepted the password; `dn` is the entry that was changed.
@@ -103,9 +121,10 @@ export class UnrecordedPasswordError extends StrongroomError {
 /**
  * Changes one account's password under write-ahead protection (see the file comment). Callers hold
  * whatever lock protects their own record; this takes the per-target lock so two changes of one
- * account never interleave. Used by static-role rotation and library check-in.
+ * account never interleave. Used by static-role rotation and library check-in. Undefined only when
+ * `prepareConditions` did not hold.
  */
-export async function changePasswordWithWal(engine: Pick<LdapEngine, 'storage' | 'connections' | 'locks' | 'clock' | 'ctx'>, req: PasswordChangeRequest): Promise<PasswordChangeResult> {
+export async function changePasswordWithWal(engine: Pick<LdapEngine, 'storage' | 'connections' | 'locks' | 'clock' | 'ctx'>, req: PasswordChangeRequest): Promise<PasswordChangeResult | undefined> {
   return engine.locks.run(`wal/${req.target}`, async () => {
     const { storage } = engine;
     const { config, client } = await engine.connections.get();
@@ -114,17 +133,17 @@ export async function changePasswordWithWal(engine: Pick<LdapEngine, 'storage' |
     // forget the one the directory has. (Vault drops it; the next rotation applies the new policy.)
     let wal = await readWal(storage, req.target);
     const reusedWal = wal !== undefined;
+    const conditions = req.prepareConditions ?? [];
     if (!wal) {
       wal = await freshWal(engine, config, req.target);
-      await storage.transaction([...(req.prepare ?? []), { type: 'put', key: walKey(req.target), value: jsonBytes(wal) }]);
+      if (!(await storage.transaction([...(req.prepare ?? []), { type: 'put', key: walKey(req.target), value: jsonBytes(wal) }], conditions))) return undefined;
     } else if (req.prepare?.length) {
-      await storage.transaction(req.prepare);
+      if (!(await storage.transaction(req.prepare, conditions))) return undefined;
     }
 
     let dn: string;
     try {
-      dn = req.account.dn || wal.dn || (await client.resolveAccount(req.account)).dn;
-      await client.setPassword(dn, wal.new_password);
+      dn = await applyPassword(client, req, wal);
     } catch (err) {
       // The directory refused the value itself (constraint violation, unwilling to perform: quality or
       // history rules) for a password already tried once, so it does not hold it and never will: the
@@ -143,6 +162,28 @@ export async function changePasswordWithWal(engine: Pick<LdapEngine, 'storage' |
     if (!recorded) throw new ConflictError(`the record of "${req.target}" changed while its password was being changed; the write-ahead log keeps the new password`);
     return { password: wal.new_password, dn, reusedWal };
   });
+}
+
+/** Writes the WAL's password to the account; returns the DN changed. */
+async function applyPassword(client: LdapClient, req: PasswordChangeRequest, wal: WalEntry): Promise<string> {
+  if (req.account.dn) {
+    await client.setPassword(req.account.dn, wal.new_password);
+    return req.account.dn;
+  }
+  const known = req.knownDn || wal.dn;
+  if (known) {
+    try {
+      await client.setPassword(known, wal.new_password);
+      return known;
+    } catch (err) {
+      // Only a vanished entry is worth a search; anything else is the answer for this attempt.
+      if (!(err instanceof LdapProviderError && err.ldapCode === NO_SUCH_OBJECT)) throw err;
+    }
+  }
+  const { dn } = await client.resolveAccount(req.account);
+  await req.found?.(dn);
+  await client.setPassword(dn, wal.new_password);
+  return dn;
 }
 
 async function freshWal(engine: Pick<LdapEngine, 'ctx' | 'clock'>, config: LdapConfig, target: string): Promise<WalEntry> {

@@ -25,7 +25,11 @@ const staticRoleSchema = z.object({
   username: z.string(),
   /** DN given by the operator ("" = find by username). */
   dn: z.string().default(''),
-  /** DN the account resolved to at creation (used to claim it in the registry). */
+  /**
+   * DN the account was last found at: claimed in the registry, and where rotations write without searching
+   * again. Updated when a rotation finds a username-addressed entry moved (or, for a role created without a
+   * config, at its first rotation).
+   */
   resolved_dn: z.string().default(''),
   rotation_period: z.number().int(),
   password: z.string().default(''),
@@ -77,26 +81,44 @@ export async function rotateStaticRole(engine: LdapEngine, name: string): Promis
       engine.scheduler.unschedule(name);
       return undefined;
     }
+    let searchedDn: string | undefined;
     try {
       let rotated: StaticRole = role;
       await changePasswordWithWal(engine, {
         target: staticRoleTarget(name),
         account: { dn: role.dn || undefined, username: role.username },
-        commit: (password) => {
+        knownDn: role.resolved_dn || undefined,
+        // A DN found by a new search is claimed before its entry changes: another role or set may manage it.
+        found: async (dn) => {
+          await engine.accounts.claim(owner(name), [{ dn }]);
+          searchedDn = dn;
+        },
+        commit: (password, dn) => {
           const now = engine.clock.now();
           rotated = {
-            ...role, password, last_password: role.password, last_rotation: now,
+            ...role, resolved_dn: role.dn ? role.resolved_dn : dn, password, last_password: role.password, last_rotation: now,
             next_rotation: now + role.rotation_period * 1000, last_error: '', last_error_time: 0, failed_attempts: 0,
           };
           return [putStaticRoleOp(rotated)];
         },
       });
+      if (searchedDn !== undefined) await releaseStaleDn(engine, name, role.resolved_dn, searchedDn);
       engine.scheduler.schedule(name, rotated.next_rotation);
       return rotated;
     } catch (err) {
+      // The claim of a newly found DN is only kept once the role records that DN.
+      if (searchedDn !== undefined) await releaseStaleDn(engine, name, searchedDn, role.resolved_dn);
       await recordFailure(engine, name, err);
       throw err;
     }
+  });
+}
+
+/** Releases the registry claim of `stale` unless it names the same entry as `kept`; best effort (logged). */
+async function releaseStaleDn(engine: LdapEngine, name: string, stale: string, kept: string): Promise<void> {
+  if (!stale || (kept && dnEquals(stale, kept))) return;
+  await engine.accounts.release(owner(name), [{ dn: stale }]).catch((err: unknown) => {
+    engine.ctx.logger.warn({ role: name, err: { message: (err as Error).message } }, 'releasing the registry claim of a moved entry failed');
   });
 }
 
