@@ -123,6 +123,27 @@ describe('LDIF rendering', () => {
   });
 });
 
+describe('compiled template reuse', () => {
+  it('the same text compiles once and renders fresh values (random, time) every time; another text or field is compiled anew', () => {
+    let now = NOW;
+    const t = new DynamicTemplates(() => now);
+    const username = t.username(DEFAULT_USERNAME_TEMPLATE);
+    expect(t.username(DEFAULT_USERNAME_TEMPLATE)).toBe(username);
+    const first = t.renderUsername(username, { DisplayName: 'a', RoleName: 'r' });
+    now += 5_000;
+    const second = t.renderUsername(t.username(DEFAULT_USERNAME_TEMPLATE), { DisplayName: 'a', RoleName: 'r' });
+    expect(second).not.toBe(first);
+    expect(second.endsWith(`_${NOW / 1000 + 5}`)).toBe(true);
+    expect(t.ldif('creation_ldif', USER_LDIF)).toBe(t.ldif('creation_ldif', USER_LDIF));
+    expect(t.ldif('deletion_ldif', USER_LDIF)).not.toBe(t.ldif('creation_ldif', USER_LDIF));
+  });
+
+  it('a text that does not parse is refused every time, naming its field', () => {
+    const t = new DynamicTemplates(() => NOW);
+    for (let i = 0; i < 2; i++) expect(badRequest(() => t.ldif('rollback_ldif', 'dn: {{.Username')).message).toMatch(/"rollback_ldif": template error/);
+  });
+});
+
 describe('base64 input detection', () => {
   it.each([
     ['plain LDIF is never base64', USER_LDIF, USER_LDIF],

@@ -48,10 +48,17 @@ export function decodeLdifInput(value: string): string {
   }
 }
 
-/** Compiles templates with the Vault functions, reading time from the engine's clock. */
+/** Compiled templates kept per DynamicTemplates: roles are few, and every credential request renders theirs. */
+const CACHE_LIMIT = 256;
+
+/**
+ * Compiles templates with the Vault functions, reading time from the engine's clock. A compiled template
+ * is immutable, so one compiled from the same text (and field, which names it in errors) is reused.
+ */
 export class DynamicTemplates {
   readonly #ldifFuncs;
   readonly #usernameFuncs;
+  readonly #compiled = new Map<string, Template>();
 
   constructor(now: () => number) {
     const clockNow = () => new Date(now());
@@ -61,11 +68,23 @@ export class DynamicTemplates {
 
   /** Parses an LDIF template; a syntax error is a 400 naming the field, line and column. */
   ldif(field: string, text: string): Template {
-    return compile(field, text, this.#ldifFuncs);
+    return this.#cached(field, text, this.#ldifFuncs);
   }
 
   username(text: string): Template {
-    return compile('username_template', text, this.#usernameFuncs);
+    return this.#cached('username_template', text, this.#usernameFuncs);
+  }
+
+  #cached(field: string, text: string, funcs: ReturnType<typeof vaultFuncs>): Template {
+    const key = `${field}\n${text}`;
+    let template = this.#compiled.get(key);
+    if (!template) {
+      // A text that does not parse throws here and is never cached, so its 400 is raised every time.
+      template = compile(field, text, funcs);
+      if (this.#compiled.size >= CACHE_LIMIT) this.#compiled.delete(this.#compiled.keys().next().value!);
+      this.#compiled.set(key, template);
+    }
+    return template;
   }
 
   /** Renders the username; a result that is empty or unsafe in a DN or LDIF line is a 400. */
