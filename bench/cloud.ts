@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { generateTls } from '../test/support/azure-emulator/ca.ts';
 import { TLS_CERT_ENV, TLS_KEY_ENV } from '../test/support/azure-emulator/server.ts';
-import { child, fmt, load, ratio, stop, type Throughput } from './util.ts';
+import { child, fmt, load, processCpu, ratio, stop, type Throughput } from './util.ts';
 
 const SERVERS = new URL('./servers.ts', import.meta.url).pathname;
 /** Audience of the managed-identity tokens workloads present (what Azure VMs usually request). */
@@ -33,6 +33,7 @@ interface EmulatorInfo {
 interface World {
   emu: EmulatorInfo;
   serverUrl: string;
+  serverPid: number;
   /** Calls the emulator's /bench control routes (this process does not trust its CA globally). */
   control(method: 'GET' | 'POST', path: string): Promise<any>;
   /** Calls the server as root. */
@@ -67,7 +68,7 @@ async function startWorld(): Promise<World> {
     return { status: res.status, body: text ? JSON.parse(text) : undefined };
   };
   return {
-    emu, serverUrl, control, api, caFile: tls.caCertPath,
+    emu, serverUrl, serverPid: srChild.proc.pid!, control, api, caFile: tls.caCertPath,
     async close() {
       await stop(srChild.proc, profileDir ? 'SIGINT' : 'SIGTERM');
       await stop(emuChild.proc);
@@ -153,7 +154,7 @@ export async function benchCloudAuth(seconds: number): Promise<string[]> {
     if (first.status !== 200) throw new Error(`login: HTTP ${first.status} ${await first.text()}`);
     const discoveryUrl = `${emu.url}/${emu.tenantId}/.well-known/openid-configuration`;
 
-    const rounds = { bare: [] as number[], bare64: [] as number[], login: [] as Throughput[] };
+    const rounds = { bare: [] as number[], bare64: [] as number[], login: [] as Array<Throughput & { cpu?: Record<'main' | 'all' | 'writer' | 'pool' | 'v8', number> }> };
     let directoryCalls = 0;
     for (let i = 0; i < 2; i++) {
       const verify = async (inFlight: number) =>
@@ -161,7 +162,16 @@ export async function benchCloudAuth(seconds: number): Promise<string[]> {
       rounds.bare.push(await verify(1));
       rounds.bare64.push(await verify(64));
       const before = await world.control('GET', '/bench/log');
-      rounds.login.push(await load(`${world.serverUrl}/v1/auth/cloud/login`, { seconds, method: 'POST', body, headers: { 'content-type': 'application/json' } }));
+      const cpuBefore = processCpu(world.serverPid);
+      const round = await load(`${world.serverUrl}/v1/auth/cloud/login`, { seconds, method: 'POST', body, headers: { 'content-type': 'application/json' } });
+      const cpuAfter = processCpu(world.serverPid);
+      const logins = round.rps * seconds;
+      const perLogin = (name: string) => ((cpuAfter?.byName[name] ?? 0) - (cpuBefore?.byName[name] ?? 0)) / logins;
+      const cpu = cpuBefore && cpuAfter ? {
+        main: (cpuAfter.main - cpuBefore.main) / logins, all: (cpuAfter.all - cpuBefore.all) / logins,
+        writer: perLogin('WorkerThread'), pool: perLogin('libuv-worker'), v8: perLogin('V8Worker'),
+      } : undefined;
+      rounds.login.push({ ...round, cpu });
       const log = await world.control('GET', `/bench/log?since=${before.next}`);
       directoryCalls += log.login + log.graph + log.arm;
     }
@@ -174,6 +184,7 @@ export async function benchCloudAuth(seconds: number): Promise<string[]> {
       `cloud auth: bare jose jwtVerify loop (RS256, same token, keys, options)  ${fmt(bare)} verifies/s`,
       `cloud auth: the same with 64 verifies in flight (crypto thread pool)      ${fmt(bare64)} verifies/s`,
       `cloud auth: login over HTTP, SP-bound role, cached JWKS                 ${fmt(login.rps)} logins/s (p99 ${login.p99} ms, errors ${login.errors}, directory calls during load ${directoryCalls})`,
+      ...(login.cpu ? [`cloud auth: server CPU per login ${fmt(login.cpu.all * 1e6)} µs: request thread ${fmt(login.cpu.main * 1e6)}, SQLite writer ${fmt(login.cpu.writer * 1e6)}, libuv pool (RSA verify) ${fmt(login.cpu.pool * 1e6)}, V8 helpers (GC) ${fmt(login.cpu.v8 * 1e6)}`] : []),
       `cloud auth: ratio ${fmt(r, 2)}x the loop (target >= 0.40x; ${fmt(ratio(login.rps, bare64), 2)}x the 64-in-flight figure); vs Vault AppRole ${fmt(VAULT_LOGINS_PER_SECOND)}/s: ${fmt(ratio(login.rps, VAULT_LOGINS_PER_SECOND), 2)}x ${ok ? 'OK' : 'BELOW TARGET'}`,
     ];
   } finally {

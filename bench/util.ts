@@ -1,5 +1,6 @@
 import autocannon from 'autocannon';
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 
 export interface Throughput {
   rps: number;
@@ -41,3 +42,28 @@ export async function stop(proc: ChildProcess, signal: 'SIGTERM' | 'SIGINT' = 'S
 
 export const ratio = (a: number, b: number) => (b === 0 ? 0 : a / b);
 export const fmt = (n: number, digits = 0) => n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
+
+/**
+ * CPU seconds a process has used so far: its main thread, all threads, and by thread name (Linux /proc;
+ * undefined elsewhere). Unlike throughput, CPU per request barely moves when other work shares the machine.
+ */
+export function processCpu(pid: number): { main: number; all: number; byName: Record<string, number> } | undefined {
+  const seconds = (stat: string) => {
+    // Fields after the parenthesised command name: utime and stime are the 12th and 13th.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  };
+  try {
+    const byName: Record<string, number> = {};
+    let all = 0;
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      const used = seconds(readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8'));
+      const name = tid === String(pid) ? 'main' : readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim();
+      byName[name] = (byName[name] ?? 0) + used;
+      all += used;
+    }
+    return { main: byName.main, all, byName };
+  } catch {
+    return undefined;
+  }
+}

@@ -16,15 +16,19 @@ export class UnsealError extends Error {}
 
 interface KeyringEntry { term: number; key: Buffer; installTime: string }
 
+/** Layout: term (4 bytes), version (1), nonce (12), ciphertext (as long as the plaintext: GCM is a stream mode), tag (16). */
 export function seal(key: Buffer, term: number, path: string, plaintext: Buffer): Buffer {
+  const out = Buffer.allocUnsafe(17 + plaintext.length + 16);
+  out.writeUInt32BE(term, 0);
+  out[4] = VERSION;
   const nonce = secureRandomBytes(12);
-  const header = Buffer.alloc(5);
-  header.writeUInt32BE(term, 0);
-  header[4] = VERSION;
+  nonce.copy(out, 5);
   const cipher = createCipheriv('aes-256-gcm', key, nonce);
   cipher.setAAD(Buffer.from(path));
-  const body = Buffer.concat([cipher.update(plaintext), cipher.final()]);
-  return Buffer.concat([header, nonce, body, cipher.getAuthTag()]);
+  cipher.update(plaintext).copy(out, 17);
+  cipher.final();
+  cipher.getAuthTag().copy(out, 17 + plaintext.length);
+  return out;
 }
 
 export function open(keyFor: (term: number) => Buffer | undefined, path: string, blob: Buffer): Buffer {

@@ -67,6 +67,8 @@ const UNAUTHENTICATED_SYS = new Set(['sys/health', 'sys/seal-status']);
 export class Core {
   readonly options: CoreOptions;
   readonly barrier: Barrier;
+  /** The core's own storage (`sys/`); the stores below use sub-views of it and commit across them through it. */
+  readonly systemView: StorageView;
   readonly clock: Clock;
   readonly logger: Logger;
   readonly mounts: MountTable;
@@ -82,6 +84,7 @@ export class Core {
     this.logger = options.logger;
     this.barrier = new Barrier(options.storage);
     const sys = new StorageView(this.barrier, 'sys/');
+    this.systemView = sys;
     this.mounts = new MountTable(this.barrier);
     this.tokens = new TokenStore(sys.sub('token/'), this.clock);
     this.policies = new PolicyStore(sys.sub('policy/'), sys.sub('policy-password/'));

@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import type { Clock } from './clock.ts';
 import { BadRequestError } from './errors.ts';
 import type { LeaseView, SecretType } from './framework.ts';
-import type { StorageView } from './storage/view.ts';
+import type { PreparedWrite, StorageView } from './storage/view.ts';
 
 export const leaseEntrySchema = z.object({
   id: z.string(),
@@ -25,6 +25,7 @@ export const leaseEntrySchema = z.object({
   revokeError: z.string().default(''),
 });
 export type LeaseEntry = z.infer<typeof leaseEntrySchema>;
+export type NewLease = Omit<LeaseEntry, 'attempts' | 'nextAttempt' | 'irrevocable' | 'revokeError' | 'lastRenewal'>;
 
 export interface LeaseManagerDeps {
   view: StorageView;
@@ -88,16 +89,21 @@ export class LeaseManager {
     await Promise.allSettled([...this.#inFlight.values()]);
   }
 
-  async register(entry: Omit<LeaseEntry, 'attempts' | 'nextAttempt' | 'irrevocable' | 'revokeError' | 'lastRenewal'>): Promise<LeaseEntry> {
+  async register(entry: NewLease): Promise<LeaseEntry> {
+    const { lease, write } = this.prepare(entry);
+    await this.#d.view.commit([write]);
+    return lease;
+  }
+
+  /** A lease and the writes that store it, for committing together with what it belongs to (a token). */
+  prepare(entry: NewLease): { lease: LeaseEntry; write: PreparedWrite } {
     const full: LeaseEntry = { ...entry, attempts: 0, nextAttempt: 0, irrevocable: false, revokeError: '', lastRenewal: 0 };
     const ops = [
       { type: 'put' as const, key: `id/${full.id}`, value: Buffer.from(JSON.stringify(full)) },
       { type: 'put' as const, key: `time/${bucketName(full.expireTime)}/${leaseKey(full.id)}`, value: Buffer.from(full.id) },
     ];
     if (full.tokenSalted && full.kind === 'secret') ops.push({ type: 'put', key: `token/${full.tokenSalted}/${leaseKey(full.id)}`, value: Buffer.from(full.id) });
-    await this.#d.view.transaction(ops);
-    this.#armIfSoon(full);
-    return full;
+    return { lease: full, write: { ops: this.#d.view.qualify(ops), committed: () => this.#armIfSoon(full) } };
   }
 
   async get(id: string): Promise<LeaseEntry | undefined> {

@@ -11,19 +11,21 @@ export interface IssuedToken {
 
 type Spec = Partial<NewToken> & Pick<NewToken, 'policies' | 'path' | 'displayName' | 'ttl' | 'parent' | 'renewable'> & { id?: string };
 
-/** Creates a token and its expiry lease (tokens with ttl 0 never expire and get none). */
+/** Creates a token and its expiry lease in one commit (tokens with ttl 0 never expire and get none). */
 export async function issueToken(core: Core, spec: Spec): Promise<IssuedToken> {
-  const { token, entry } = await core.tokens.create({
+  const { token, entry, write } = core.tokens.prepare({
     meta: {}, numUses: 0, explicitMaxTtl: 0, period: 0, entityId: '', boundCidrs: [], mountAccessor: '', internal: {}, ...spec,
   });
+  const writes = [write];
   if (entry.ttl > 0) {
     const now = entry.creationTime;
-    await core.leases.register({
+    writes.push(core.leases.prepare({
       id: tokenLeaseId(entry), kind: 'token', mountPath: 'auth/token/', secretType: '', internal: {},
       issueTime: now, expireTime: now + entry.ttl * 1000, ttl: entry.ttl, maxTtl: entry.explicitMaxTtl, renewable: entry.renewable,
       tokenSalted: entry.salted,
-    });
+    }).write);
   }
+  await core.systemView.commit(writes);
   return { token, entry, auth: authBlock(token, entry) };
 }
 

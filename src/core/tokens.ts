@@ -1,7 +1,8 @@
 import { createHmac, randomUUID } from 'node:crypto';
 import { z } from 'zod';
+import { setBounded } from './bounded-map.ts';
 import { randomBase62 } from './ids.ts';
-import type { StorageView } from './storage/view.ts';
+import type { PreparedWrite, StorageView } from './storage/view.ts';
 import type { Clock } from './clock.ts';
 
 /**
@@ -67,13 +68,13 @@ export class TokenStore {
     let salted = this.#salted.get(token);
     if (salted === undefined) {
       salted = `h${createHmac('sha256', this.#salt).update(token).digest('hex')}`;
-      if (this.#salted.size >= TokenStore.CACHE_LIMIT) this.#salted.delete(this.#salted.keys().next().value!);
-      this.#salted.set(token, salted);
+      setBounded(this.#salted, TokenStore.CACHE_LIMIT, token, salted);
     }
     return salted;
   }
 
-  async create(spec: NewToken): Promise<{ token: string; entry: TokenEntry }> {
+  /** A new token and the writes that store it; it exists once `write` is committed (see `create`). */
+  prepare(spec: NewToken): { token: string; entry: TokenEntry; write: PreparedWrite } {
     const token = spec.id ?? `hvs.${randomBase62(24)}`;
     const { id: _ignored, ...rest } = spec;
     const entry: TokenEntry = { ...rest, salted: this.salt(token), accessor: randomBase62(24), creationTime: this.#clock.now(), lastRenewal: 0 };
@@ -82,8 +83,12 @@ export class TokenStore {
       { type: 'put', key: `accessor/${this.salt(entry.accessor)}`, value: Buffer.from(entry.salted) },
     ];
     if (entry.parent) ops.push({ type: 'put', key: `parent/${entry.parent}/${entry.salted}`, value: Buffer.alloc(0) });
-    await this.#view.transaction(ops);
-    this.#remember(entry.salted, entry);
+    return { token, entry, write: { ops: this.#view.qualify(ops), committed: () => this.#remember(entry.salted, entry) } };
+  }
+
+  async create(spec: NewToken): Promise<{ token: string; entry: TokenEntry }> {
+    const { token, entry, write } = this.prepare(spec);
+    await this.#view.commit([write]);
     return { token, entry };
   }
 
@@ -96,8 +101,7 @@ export class TokenStore {
   }
 
   #remember(salted: string, entry: TokenEntry | null): void {
-    if (this.#cache.size >= TokenStore.CACHE_LIMIT) this.#cache.delete(this.#cache.keys().next().value!);
-    this.#cache.set(salted, entry);
+    setBounded(this.#cache, TokenStore.CACHE_LIMIT, salted, entry);
   }
 
   /** Returns the live entry for a presented token; expired or used-up tokens count as absent. */

@@ -6,9 +6,13 @@
 import { DatabaseSync } from 'node:sqlite';
 import { parentPort, workerData } from 'node:worker_threads';
 
-interface WireOp { type: 'put' | 'delete'; key: string; value?: Uint8Array }
-interface WireCondition { key: string; expected: Uint8Array | undefined }
-export interface WriterRequest { id: number; batch: Array<{ ops: WireOp[]; conditions: WireCondition[] }> }
+/** A value is `bytes[at, at + len)`; `len` -1 means absent (a delete, or a guard that expects no row). */
+export interface WireSlice { key: string; at: number; len: number }
+/**
+ * Values travel packed into one transferred ArrayBuffer: posting Buffers one by one would structured-clone
+ * each one's whole backing store, which for Node's pooled small Buffers is the 8 KiB pool slab.
+ */
+export interface WriterRequest { id: number; bytes: ArrayBuffer; batch: Array<{ ops: WireSlice[]; conditions: WireSlice[] }> }
 export type WriterReply = { id: number; outcomes: boolean[] } | { id: number; error: string };
 
 const db = new DatabaseSync((workerData as { path: string }).path);
@@ -17,19 +21,18 @@ const getStmt = db.prepare('SELECT value FROM kv WHERE key = ?');
 const putStmt = db.prepare('INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value');
 const delStmt = db.prepare('DELETE FROM kv WHERE key = ?');
 
-function holds(c: WireCondition): boolean {
-  const row = getStmt.get(c.key) as { value: Uint8Array } | undefined;
-  if (!row || !c.expected) return !row && !c.expected;
-  return Buffer.from(row.value).equals(Buffer.from(c.expected.buffer, c.expected.byteOffset, c.expected.byteLength));
-}
-
-parentPort!.on('message', ({ id, batch }: WriterRequest) => {
+parentPort!.on('message', ({ id, bytes, batch }: WriterRequest) => {
+  const holds = (c: WireSlice): boolean => {
+    const row = getStmt.get(c.key) as { value: Uint8Array } | undefined;
+    if (!row || c.len < 0) return !row && c.len < 0;
+    return Buffer.from(row.value).equals(new Uint8Array(bytes, c.at, c.len));
+  };
   try {
     db.exec('BEGIN IMMEDIATE');
     const outcomes = batch.map(({ ops, conditions }) => {
       if (!conditions.every(holds)) return false;
       for (const op of ops) {
-        if (op.type === 'put') putStmt.run(op.key, op.value!);
+        if (op.len >= 0) putStmt.run(op.key, new Uint8Array(bytes, op.at, op.len));
         else delStmt.run(op.key);
       }
       return true;

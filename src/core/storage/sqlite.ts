@@ -2,7 +2,8 @@ import { DatabaseSync, type StatementSync } from 'node:sqlite';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { Worker } from 'node:worker_threads';
-import type { WriterReply, WriterRequest } from './sqlite-writer.ts';
+import { setBounded } from '../bounded-map.ts';
+import type { WireSlice, WriterReply, WriterRequest } from './sqlite-writer.ts';
 import { directChildren, type Storage, type StorageCondition, type StorageOp } from './types.ts';
 
 interface Pending {
@@ -117,8 +118,7 @@ export class SqliteStorage implements Storage {
   }
 
   #remember(key: string, value: Buffer | null): void {
-    if (this.#cache.size >= SqliteStorage.CACHE_LIMIT && !this.#cache.has(key)) this.#cache.delete(this.#cache.keys().next().value!);
-    this.#cache.set(key, value);
+    setBounded(this.#cache, SqliteStorage.CACHE_LIMIT, key, value);
   }
 
   #enqueue(ops: StorageOp[], conditions: StorageCondition[]): Promise<boolean> {
@@ -141,8 +141,7 @@ export class SqliteStorage implements Storage {
     const id = ++this.#nextId;
     this.#inFlight = { id, batch };
     this.#writer.ref();
-    const request: WriterRequest = { id, batch: batch.map((p) => ({ ops: p.ops, conditions: p.conditions })) };
-    this.#writer.postMessage(request);
+    this.#writer.postMessage(...packBatch(id, batch));
   }
 
   #committed(reply: WriterReply): void {
@@ -186,4 +185,26 @@ export class SqliteStorage implements Storage {
     for (const p of pending) p.reject(err);
     for (const resolve of this.#drained.splice(0)) resolve();
   }
+}
+
+/** The writer's request for a batch, with every value copied once into a single buffer that is transferred. */
+function packBatch(id: number, batch: Pending[]): [WriterRequest, ArrayBuffer[]] {
+  let size = 0;
+  for (const p of batch) {
+    for (const op of p.ops) if (op.type === 'put') size += op.value.length;
+    for (const c of p.conditions) if (c.expected) size += c.expected.length;
+  }
+  const bytes = new Uint8Array(size);
+  let at = 0;
+  const slice = (key: string, value: Buffer | undefined): WireSlice => {
+    if (!value) return { key, at: 0, len: -1 };
+    bytes.set(value, at);
+    at += value.length;
+    return { key, at: at - value.length, len: value.length };
+  };
+  const wire = batch.map((p) => ({
+    ops: p.ops.map((op) => slice(op.key, op.type === 'put' ? op.value : undefined)),
+    conditions: p.conditions.map((c) => slice(c.key, c.expected)),
+  }));
+  return [{ id, bytes: bytes.buffer, batch: wire }, [bytes.buffer]];
 }

@@ -1,6 +1,15 @@
 import type { Storage, StorageCondition, StorageOp } from './types.ts';
 
 /**
+ * Writes a store prepared without committing them (keys already qualified by its view), and what the store
+ * must do once they have landed. Writes from several stores commit together through `StorageView.commit`.
+ */
+export interface PreparedWrite {
+  ops: StorageOp[];
+  committed(): void;
+}
+
+/**
  * A storage window under a fixed prefix, with JSON helpers. Each mount gets its own view so two mounts of
  * the same engine can never see each other's data.
  */
@@ -30,10 +39,18 @@ export class StorageView {
     return this.#inner.list(this.prefix + prefix);
   }
   transaction(ops: StorageOp[], conditions: StorageCondition[] = []): Promise<boolean> {
-    return this.#inner.transaction(
-      ops.map((op) => ({ ...op, key: this.prefix + op.key })),
-      conditions.map((c) => ({ ...c, key: this.prefix + c.key })),
-    );
+    return this.#inner.transaction(this.qualify(ops), conditions.map((c) => ({ ...c, key: this.prefix + c.key })));
+  }
+
+  /** The same operations with this view's prefix, for a `PreparedWrite`. */
+  qualify(ops: StorageOp[]): StorageOp[] {
+    return ops.map((op) => ({ ...op, key: this.prefix + op.key }));
+  }
+
+  /** Commits prepared writes (from views over the same storage) in one transaction: all land or none. */
+  async commit(writes: PreparedWrite[]): Promise<void> {
+    await this.#inner.transaction(writes.flatMap((w) => w.ops));
+    for (const w of writes) w.committed();
   }
 
   async getJson<T>(key: string, parse?: (raw: unknown) => T): Promise<T | undefined> {
