@@ -230,6 +230,25 @@ describe('ldap/library/:set_name/check-out', () => {
     expect(r.body.errors).toEqual(['No service accounts available for check-out.']);
   });
 
+  it('"accounts this server checked in are lent first; the others are still found (e.g. after a restart)"', async () => {
+    const unsealKey = randomBytes(32).toString('base64');
+    const dataDir = mkdtempSync(join(tmpdir(), 'strongroom-library-'));
+    onTestFinished(() => rmSync(dataDir, { recursive: true, force: true }));
+    await setUp({ team: { service_account_names: ['svc0', 'svc1', 'svc2', 'svc3'] } }, { storage: 'sqlite', dataDir, unsealKey });
+    expect((await checkedOut('team')).name).toBe('svc0');
+    expect((await checkedOut('team')).name).toBe('svc1');
+    await ok(s, 'POST', 'ldap/library/team/check-in', { service_account_names: ['svc1'] });
+    // svc2 comes first in the set, but svc1 is the one this server just returned.
+    expect((await checkedOut('team')).name).toBe('svc1');
+
+    await ok(s, 'POST', 'ldap/library/team/check-in', { service_account_names: ['svc1'] });
+    await s.close();
+    s = await startTestServer({ clock, storage: 'sqlite', dataDir, unsealKey });
+    const lent = [(await checkedOut('team')).name, (await checkedOut('team')).name, (await checkedOut('team')).name];
+    expect(lent.sort()).toEqual(['svc1', 'svc2', 'svc3']);
+    expect((await checkOut('team')).status).toBe(400);
+  });
+
   it('"a requested ttl larger than the set\'s is capped at the set\'s; a smaller one is used"', async () => {
     await setUp({ team: { service_account_names: ['svc0', 'svc1', 'svc2'], ttl: '1h', max_ttl: '2h' } });
     expect((await checkedOut('team', 'root', { ttl: '10h' })).duration).toBe(3600);

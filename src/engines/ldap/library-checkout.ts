@@ -145,6 +145,13 @@ export function libraryCheckoutPart(engine: Engine): LdapEnginePart {
 
   /** Check-outs in progress on this server, by account: the password lent, or undefined when it was not free. */
   const lending = new Map<string, Promise<string | undefined>>();
+  /**
+   * Accounts this server checked in and has not lent since. Check-outs try them first: on a busy set, looking
+   * for the few free accounts record by record cost a storage read per lent account on every check-out. Only
+   * a hint: the compare-and-set decides, and the other members are still tried after them (accounts freed
+   * by another server, or before a restart, are found that way).
+   */
+  const returned = new Set<string>();
   const lend = (account: string, borrower: Borrower): Promise<string | undefined> => {
     const attempt = (async () => {
       // A failed swap means another check-out (or a set update) changed the record: look again.
@@ -153,9 +160,18 @@ export function libraryCheckoutPart(engine: Engine): LdapEnginePart {
         if (await swapAccount(storage, snapshot, { state: 'lent', name: account, dn, password, borrower })) return password;
       }
       return undefined;
-    })().finally(() => lending.delete(account));
+    })().finally(() => {
+      lending.delete(account);
+      // Lent now, by this check-out or by someone else.
+      returned.delete(account);
+    });
     lending.set(account, attempt);
     return attempt;
+  };
+  const checkInReturned = async (account: string, accept: (a: LentAccount) => boolean): Promise<boolean> => {
+    const done = await checkInAccount(engine, account, accept);
+    if (done) returned.add(account);
+    return done;
   };
 
   const checkIn = (force: boolean) => async (req: BackendRequest<typeof checkInFields>) => {
@@ -165,7 +181,7 @@ export function libraryCheckoutPart(engine: Engine): LdapEnginePart {
     const targets = await checkInTargets(engine, name, set, req.data.service_account_names, mayCheckIn);
     const checkIns: string[] = [];
     for (const account of targets) {
-      if (await checkInAccount(engine, account, (a) => mayCheckIn(a.borrower))) checkIns.push(account);
+      if (await checkInReturned(account, (a) => mayCheckIn(a.borrower))) checkIns.push(account);
     }
     return { data: { check_ins: checkIns } };
   };
@@ -185,7 +201,7 @@ export function libraryCheckoutPart(engine: Engine): LdapEnginePart {
     async revoke(lease: LeaseView) {
       const account = String(lease.internal.service_account_name);
       // Only this loan: after a check-in the account may already be lent to someone else.
-      await checkInAccount(engine, account, (a) => a.borrower.lease_id === lease.id);
+      await checkInReturned(account, (a) => a.borrower.lease_id === lease.id);
     },
   };
 
@@ -222,7 +238,9 @@ export function libraryCheckoutPart(engine: Engine): LdapEnginePart {
             // Accounts another check-out on this server is claiming are passed over at first: queueing behind
             // its commit only to lose made concurrent callers herd onto the same free account one commit at a time.
             const busy: string[] = [];
-            for (const account of set.service_account_names) {
+            const members = set.service_account_names;
+            const candidates = returned.size === 0 ? members : [...members.filter((a) => returned.has(a)), ...members.filter((a) => !returned.has(a))];
+            for (const account of candidates) {
               if (lending.has(account)) {
                 busy.push(account);
                 continue;
