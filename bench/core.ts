@@ -1,31 +1,41 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { child, fmt, load, ratio, stop } from './util.ts';
+import { child, fmt, load, processCpu, ratio, stop, type Throughput } from './util.ts';
 
 const SERVERS = new URL('./servers.ts', import.meta.url).pathname;
 
-/** Full pipeline (token lookup, ACL, routing, barrier decrypt) against a bare Fastify route, same run. */
+/** Full pipeline (token lookup, ACL, routing, barrier decrypt) against a bare Fastify route, same run; BENCH_CPU_PROF=<dir> profiles the server. */
 export async function benchCore(seconds: number): Promise<string[]> {
   const dir = mkdtempSync(join(tmpdir(), 'strongroom-bench-'));
   try {
     const bare = await child(SERVERS, ['bare']);
-    const sr = await child(SERVERS, ['strongroom', dir]);
+    const profileDir = process.env.BENCH_CPU_PROF;
+    const sr = await child(SERVERS, ['strongroom', dir], {}, profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []);
     // Alternating rounds, best of each: on a 2-core machine a single pair is at the mercy of background load.
-    const rounds = { base: [] as Awaited<ReturnType<typeof load>>[], full: [] as Awaited<ReturnType<typeof load>>[] };
+    // Server CPU per request is printed too: it barely moves with background load, so it shows what a change did.
+    type Round = Throughput & { cpuUs?: number };
+    const measure = async (pid: number, url: string, headers?: Record<string, string>): Promise<Round> => {
+      const before = processCpu(pid);
+      const round = await load(url, { seconds, headers });
+      const after = processCpu(pid);
+      return { ...round, cpuUs: before && after ? ((after.all - before.all) / (round.rps * seconds)) * 1e6 : undefined };
+    };
+    const rounds = { base: [] as Round[], full: [] as Round[] };
     for (let i = 0; i < 2; i++) {
-      rounds.base.push(await load(`${bare.info.url}/v1/bare`, { seconds }));
-      rounds.full.push(await load(`${sr.info.url}/v1/kv/data/app/config`, { seconds, headers: { 'x-service-token': String(sr.info.token) } }));
+      rounds.base.push(await measure(bare.proc.pid!, `${bare.info.url}/v1/bare`));
+      rounds.full.push(await measure(sr.proc.pid!, `${sr.info.url}/v1/kv/data/app/config`, { 'x-service-token': String(sr.info.token) }));
     }
     await stop(bare.proc);
-    await stop(sr.proc);
-    const best = (xs: Awaited<ReturnType<typeof load>>[]) => xs.reduce((a, b) => (b.rps > a.rps ? b : a));
+    await stop(sr.proc, profileDir ? 'SIGINT' : 'SIGTERM');
+    const best = (xs: Round[]) => xs.reduce((a, b) => (b.rps > a.rps ? b : a));
     const base = best(rounds.base);
     const full = best(rounds.full);
     const r = ratio(full.rps, base.rps);
+    const cpu = (x: Round) => (x.cpuUs === undefined ? '' : `, server CPU ${fmt(x.cpuUs, 1)} µs/request`);
     return [
-      `core: bare Fastify JSON route          ${fmt(base.rps)} req/s (p99 ${base.p99} ms, errors ${base.errors})`,
-      `core: authenticated ACL-checked read   ${fmt(full.rps)} req/s (p99 ${full.p99} ms, errors ${full.errors})`,
+      `core: bare Fastify JSON route          ${fmt(base.rps)} req/s (p99 ${base.p99} ms, errors ${base.errors}${cpu(base)})`,
+      `core: authenticated ACL-checked read   ${fmt(full.rps)} req/s (p99 ${full.p99} ms, errors ${full.errors}${cpu(full)})`,
       `core: ratio ${fmt(r, 2)}x (target >= 0.50x) ${r >= 0.5 ? 'OK' : 'BELOW TARGET'}`,
     ];
   } finally {

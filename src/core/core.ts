@@ -58,6 +58,7 @@ interface Mounted {
   table: PathTable;
   secrets: Map<string, SecretType>;
   info: MountInfo;
+  storage: StorageView;
 }
 
 /** Operations that need the `update` capability on a path without an existence check. */
@@ -234,7 +235,7 @@ export class Core {
       },
     };
     const backend = await factory(ctx);
-    const mounted: Mounted = { entry, backend, table: new PathTable(backend), secrets: new Map((backend.secrets ?? []).map((s) => [s.type, s])), info };
+    const mounted: Mounted = { entry, backend, table: new PathTable(backend), secrets: new Map((backend.secrets ?? []).map((s) => [s.type, s])), info, storage: ctx.storage };
     this.#mounted.set(entry.uuid, mounted);
     await backend.initialize?.();
     if (backend.periodic) mounted.stopPeriodic = this.#schedulePeriodic(entry.path, backend.periodic, ctx.logger);
@@ -306,18 +307,8 @@ export class Core {
       throw new NotFoundError(mounted ? 'unsupported path' : `no handler for route "${path}". route entry not found.`);
     }
 
-    let leaseId: string | undefined;
-    const nextLeaseId = () => (leaseId ??= `${path}/${randomBase62(24)}`.replace(/\/+/g, '/'));
     const { values, errors } = validateFields(match.def.fields ?? {}, input);
-    const provided = new Set(Object.keys(input));
-    const backendReq: BackendRequest = {
-      operation, requestId, path: relative, params: match.params, data: values,
-      has: (name) => provided.has(name), storage: new StorageView(this.barrier, storagePrefix(mounted.entry)),
-      caller, mount: mounted.info, remoteAddress: req.remoteAddress,
-      get leaseId() {
-        return nextLeaseId();
-      },
-    };
+    const backendReq = new PipelineRequest(operation, requestId, relative, match.params, values, input, mounted, caller, req.remoteAddress, path);
 
     if (operation === 'update' && match.def.existenceCheck && errors.length === 0) {
       if (!(await match.def.existenceCheck(backendReq))) operation = 'create';
@@ -334,8 +325,8 @@ export class Core {
     if (token && token.numUses > 0) await this.#useOnce(token);
     const response = (await handler(backendReq)) ?? undefined;
     const warnings = [...(response?.warnings ?? [])];
-    const known = new Set([...Object.keys(match.def.fields ?? {}), ...Object.keys(match.params)]);
-    const ignored = [...provided].filter((k) => !known.has(k)).sort();
+    const fields = match.def.fields ?? {};
+    const ignored = Object.keys(input).filter((k) => !Object.hasOwn(fields, k) && !Object.hasOwn(match.params, k)).sort();
     if (ignored.length) warnings.push(`Endpoint ignored these unrecognized parameters: [${ignored.join(' ')}]`);
 
     if (response?.raw) return { status: response.raw.status, headers: { 'content-type': 'application/json', ...response.raw.headers }, body: response.raw.body };
@@ -351,13 +342,13 @@ export class Core {
       ttl = max > 0 ? Math.min(ttl, max) : ttl;
       const now = this.clock.now();
       await this.leases.register({
-        id: nextLeaseId(), kind: 'secret', mountPath: mounted.entry.path, secretType: secret.type, internal: secret.internal,
+        id: backendReq.leaseId, kind: 'secret', mountPath: mounted.entry.path, secretType: secret.type, internal: secret.internal,
         issueTime: now, expireTime: now + ttl * 1000, ttl, maxTtl: secret.maxTtl ?? 0, renewable: secret.renewable ?? true,
         tokenSalted: token?.salted ?? '',
       });
       leaseDuration = ttl;
       renewable = secret.renewable ?? true;
-      issuedLease = nextLeaseId();
+      issuedLease = backendReq.leaseId;
     }
     if (response?.lease) {
       issuedLease = response.lease.id;
@@ -376,12 +367,12 @@ export class Core {
       const keys = (data as { keys?: unknown } | null)?.keys;
       if (!Array.isArray(keys) || keys.length === 0) throw new NotFoundError();
     }
-    const envelope: Record<string, unknown> = {};
-    if (data && injectsData(path)) Object.assign(envelope, data);
-    Object.assign(envelope, {
+    const envelope: Record<string, unknown> = {
       request_id: requestId, lease_id: issuedLease, renewable, lease_duration: leaseDuration, data,
       wrap_info: null, warnings: warnings.length ? warnings : null, auth, mount_type: mounted.entry.type,
-    });
+    };
+    // Vault repeats these sys answers' data at the top level (older clients read it there); envelope keys win.
+    if (data && injectsData(path)) for (const [k, v] of Object.entries(data)) if (!Object.hasOwn(envelope, k)) envelope[k] = v;
     return { status: response?.status ?? 200, headers: { 'content-type': 'application/json' }, body: JSON.stringify(envelope) };
   }
 
@@ -477,4 +468,46 @@ function flattenQuery(query: Record<string, string | string[]>): Record<string, 
 /** Legacy clients read sys/mounts, sys/auth, sys/policy* and sys/capabilities* data from the top level. */
 function injectsData(path: string): boolean {
   return /^sys\/(mounts|auth|policy|policies\/acl|capabilities)/.test(path) && !/^sys\/policies\/password/.test(path);
+}
+
+/**
+ * What a backend handler receives. A class rather than a literal per request: the lazily made lease id is a
+ * prototype getter instead of an accessor defined on every request object.
+ */
+class PipelineRequest implements BackendRequest {
+  operation: Operation;
+  readonly requestId: string;
+  readonly path: string;
+  readonly params: Record<string, string>;
+  readonly data: Record<string, unknown>;
+  readonly storage: StorageView;
+  readonly caller: CallerInfo | undefined;
+  readonly mount: MountInfo;
+  readonly remoteAddress: string;
+  readonly #input: Record<string, unknown>;
+  readonly #fullPath: string;
+  #leaseId: string | undefined;
+
+  constructor(operation: Operation, requestId: string, path: string, params: Record<string, string>, data: Record<string, unknown>,
+    input: Record<string, unknown>, mounted: Mounted, caller: CallerInfo | undefined, remoteAddress: string, fullPath: string) {
+    this.operation = operation;
+    this.requestId = requestId;
+    this.path = path;
+    this.params = params;
+    this.data = data;
+    this.storage = mounted.storage;
+    this.caller = caller;
+    this.mount = mounted.info;
+    this.remoteAddress = remoteAddress;
+    this.#input = input;
+    this.#fullPath = fullPath;
+  }
+
+  /** An own property, not a method: handlers pass `req.has` around detached. */
+  readonly has = (name: string): boolean => Object.hasOwn(this.#input, name);
+
+  /** The lease id a secret in this response will receive. */
+  get leaseId(): string {
+    return (this.#leaseId ??= `${this.#fullPath}/${randomBase62(24)}`.replace(/\/+/g, '/'));
+  }
 }

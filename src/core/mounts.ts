@@ -57,7 +57,9 @@ export class MountTable {
   match(path: string): MountEntry | undefined {
     let best: MountEntry | undefined;
     for (const e of this.#entries) {
-      if ((path.startsWith(e.path) || `${path}/` === e.path) && (!best || e.path.length > best.path.length)) best = e;
+      // The second test: the mount path itself without its trailing slash (`kv` for `kv/`).
+      const hit = path.startsWith(e.path) || (e.path.length === path.length + 1 && e.path.startsWith(path));
+      if (hit && (!best || e.path.length > best.path.length)) best = e;
     }
     return best;
   }

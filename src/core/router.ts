@@ -16,7 +16,10 @@ export class PathTable {
   match(path: string): PathMatch | undefined {
     for (const { re, def } of this.#entries) {
       const m = re.exec(path);
-      if (m) return { def, params: Object.fromEntries(Object.entries(m.groups ?? {}).filter(([, v]) => v !== undefined)) };
+      if (!m) continue;
+      const params: Record<string, string> = {};
+      if (m.groups) for (const name in m.groups) if (m.groups[name] !== undefined) params[name] = m.groups[name];
+      return { def, params };
     }
     return undefined;
   }
@@ -28,7 +31,7 @@ export class PathTable {
  */
 export function pathProblem(path: string): string | undefined {
   if (/[\u0000-\u001f\u007f]/.test(path)) return 'the request path contains control characters';
-  if (path.split('/').some((seg) => seg === '.' || seg === '..')) return 'the request path must not contain "." or ".." segments';
+  if (/(?:^|\/)\.\.?(?:\/|$)/.test(path)) return 'the request path must not contain "." or ".." segments';
   return undefined;
 }
 

@@ -1,4 +1,4 @@
-import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify';
 import type { Logger } from 'pino';
 import type { Core, CoreResponse } from '../core/core.ts';
 import { StrongroomError } from '../core/errors.ts';
@@ -43,37 +43,35 @@ export function buildApp(core: Core, opts: AppOptions): FastifyInstance {
     }
   });
 
-  // Secrets must not be cached; only raw answers that chose their own policy (public OIDC keys) keep it.
-  // Callback-style hooks: they run on every request, and an async hook costs a promise per request.
-  app.addHook('onSend', (_req, reply, payload, done) => {
-    if (!reply.hasHeader('cache-control')) reply.header('cache-control', 'no-store');
-    done(null, payload);
-  });
-
-  app.addHook('onResponse', (req, reply, done) => {
-    if (opts.logger.isLevelEnabled('info')) {
+  // The access log line. The level is fixed at start, so a quieter level skips the hook altogether (a hook
+  // costs every request a trip through Fastify's hook runner). Callback style: an async hook costs a promise.
+  if (opts.logger.isLevelEnabled('info')) {
+    app.addHook('onResponse', (req, reply, done) => {
       opts.logger.info({ method: req.method, path: req.url.split('?', 1)[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'request');
-    }
-    done();
-  });
+      done();
+    });
+  }
 
+  // Every answer leaves through the route handler, the error handler or the not-found handler, and each sets
+  // Cache-Control: secrets must not be cached (only raw answers with their own policy, public OIDC keys, differ).
+  const fail = (reply: FastifyReply, status: number, errors: string[]) => reply.status(status).header('cache-control', 'no-store').send({ errors });
   app.setErrorHandler((err: unknown, _req, reply) => {
     const e = err as { statusCode?: number; code?: string; message?: string };
-    if (err instanceof StrongroomError) return reply.status(err.status).send({ errors: err.messages });
-    if (e.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return reply.status(413).send({ errors: [`request body exceeds the limit of ${opts.maxRequestSize} bytes`] });
-    if (e.statusCode && e.statusCode >= 400 && e.statusCode < 500) return reply.status(e.statusCode).send({ errors: [e.message ?? 'bad request'] });
+    if (err instanceof StrongroomError) return fail(reply, err.status, err.messages);
+    if (e.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return fail(reply, 413, [`request body exceeds the limit of ${opts.maxRequestSize} bytes`]);
+    if (e.statusCode && e.statusCode >= 400 && e.statusCode < 500) return fail(reply, e.statusCode, [e.message ?? 'bad request']);
     opts.logger.error({ err }, 'unhandled error');
-    return reply.status(500).send({ errors: ['internal error'] });
+    return fail(reply, 500, ['internal error']);
   });
 
-  app.setNotFoundHandler((_req, reply) => reply.status(404).send({ errors: [] }));
+  app.setNotFoundHandler((_req, reply) => fail(reply, 404, []));
 
   app.route({
     method: ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH'],
     url: '/v1/*',
     handler: async (req, reply) => {
       const target = splitTarget(req.url);
-      if (!target) return reply.status(404).send({ errors: [] });
+      if (!target) return fail(reply, 404, []);
       const res = await core.handle({
         method: req.method,
         path: target.path,
@@ -88,6 +86,8 @@ export function buildApp(core: Core, opts: AppOptions): FastifyInstance {
   return app;
 }
 
-function sendCoreResponse(reply: import('fastify').FastifyReply, res: CoreResponse) {
-  return reply.status(res.status).headers(res.headers).send(res.body ?? null);
+function sendCoreResponse(reply: FastifyReply, res: CoreResponse) {
+  reply.status(res.status).headers(res.headers);
+  if (res.headers['cache-control'] === undefined) reply.header('cache-control', 'no-store');
+  return reply.send(res.body ?? null);
 }
