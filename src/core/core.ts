@@ -230,6 +230,7 @@ export class Core {
         maxLeaseTtl: () => this.effectiveTtls(this.mounts.get(entry.path) ?? entry).max,
         generatePassword: (name) => this.policies.generate(name),
         forgetLease: (id) => this.leases.forget(id),
+        leaseExists: async (id) => (await this.leases.get(id)) !== undefined,
         generateIdentityToken: (audience, ttl) => this.identityTokens.generate(this.mounts.get(entry.path) ?? entry, audience, ttl),
         mountOption: (name) => (this.mounts.get(entry.path) ?? entry).config[name as keyof MountEntry['config']] as string | undefined,
       },
@@ -346,6 +347,8 @@ export class Core {
         issueTime: now, expireTime: now + ttl * 1000, ttl, maxTtl: secret.maxTtl ?? 0, renewable: secret.renewable ?? true,
         tokenSalted: token?.salted ?? '',
       });
+      // The secret is handed out either way; a record left behind is cleared by the engine's own sweep.
+      await secret.registered?.().catch((err: unknown) => this.logger.warn({ mount: mounted.entry.path, err: (err as Error).message }, 'releasing the write-ahead record of an issued secret failed'));
       leaseDuration = ttl;
       renewable = secret.renewable ?? true;
       issuedLease = backendReq.leaseId;

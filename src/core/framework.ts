@@ -54,6 +54,11 @@ export interface SecretResponse {
   renewable?: boolean;
   /** Everything revoke needs, stored encrypted with the lease; never returned to clients. */
   internal: Record<string, unknown>;
+  /**
+   * Called once the lease is stored: from then on the lease owns what the secret made, so an engine releases
+   * its write-ahead record here (not before: a crash between issue and lease would orphan the secret).
+   */
+  registered?: () => Promise<void>;
 }
 
 export interface AuthResponse {
@@ -160,6 +165,8 @@ export interface SystemView {
   generatePassword(policyName?: string): Promise<string>;
   /** Ends a lease without calling the engine's revoke (the engine already undid the secret). */
   forgetLease(leaseId: string): Promise<void>;
+  /** Whether a lease is stored (a write-ahead record naming one tells by this if it was ever handed out). */
+  leaseExists(leaseId: string): Promise<boolean>;
   /** Plugin identity token for workload identity federation (later issue); throws when unavailable. */
   generateIdentityToken(audience: string, ttlSeconds: number): Promise<{ token: string; ttl: number }>;
   /** Mount tune options such as identity_token_key. */

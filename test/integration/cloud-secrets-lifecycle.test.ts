@@ -115,6 +115,68 @@ describe('lease expiry', () => {
 });
 
 describe('creation WAL', () => {
+  const walWrites = (s: TestServer) => {
+    const barrier = s.core.barrier;
+    return { put: barrier.put.bind(barrier), delete: barrier.delete.bind(barrier), barrier };
+  };
+
+  it('a credential whose lease could not be stored is rolled back, not left live without a lease', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'cloud-wal-'));
+    const unsealKey = Buffer.alloc(32, 8).toString('base64');
+    const first = await server({ storage: 'sqlite', dataDir, unsealKey });
+    await first.request('POST', 'cloud/config', { body: adminConfig(world) });
+    await first.request('POST', 'cloud/roles/unleased', { body: role() });
+    const before = engineApps(world);
+    vi.spyOn(first.core.leases, 'register').mockRejectedValueOnce(new Error('disk full'));
+    expect((await first.request('GET', 'cloud/creds/unleased')).status).toBe(500);
+    const orphan = engineApps(world).filter((a) => !before.includes(a));
+    expect(orphan).toHaveLength(1);
+
+    // What stands in for a crash right after issuing: the next start finds the entry and no lease.
+    await first.close();
+    const second = await server({ storage: 'sqlite', dataDir, unsealKey });
+    expect(leftovers(world, orphan[0])).toEqual([]);
+    await second.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('an entry whose lease was stored is released at the next start and the credential stays valid until revoked', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'cloud-wal-'));
+    const unsealKey = Buffer.alloc(32, 9).toString('base64');
+    const first = await server({ storage: 'sqlite', dataDir, unsealKey });
+    await first.request('POST', 'cloud/config', { body: adminConfig(world) });
+    await first.request('POST', 'cloud/roles/leased', { body: role() });
+    // The entry's release after the lease was stored fails (as a crash at that moment would leave it).
+    const writes = walWrites(first);
+    vi.spyOn(writes.barrier, 'delete').mockImplementation((key) => (key.includes('/wal/') ? Promise.reject(new Error('disk full')) : writes.delete(key)));
+    const creds = await first.request('GET', 'cloud/creds/leased');
+    expect(creds.status, JSON.stringify(creds.body)).toBe(200);
+    vi.mocked(writes.barrier.delete).mockRestore();
+    await first.close();
+
+    const second = await server({ storage: 'sqlite', dataDir, unsealKey });
+    expect(await tokenWorks(world, creds.body.data.client_id, creds.body.data.client_secret)).toBe(true);
+    expect((await second.request('POST', 'sys/leases/revoke', { body: { lease_id: creds.body.lease_id } })).status).toBe(204);
+    expect(leftovers(world, creds.body.data.client_id)).toEqual([]);
+    await second.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('an application created before the entry recorded its id is found by its unique display name and removed', async () => {
+    const s = await server();
+    await s.request('POST', 'cloud/config', { body: adminConfig(world) });
+    await s.request('POST', 'cloud/roles/early', { body: role() });
+    const before = engineApps(world);
+    // The entry's first update (recording the new application's id) fails.
+    const writes = walWrites(s);
+    let walPuts = 0;
+    vi.spyOn(writes.barrier, 'put').mockImplementation((key, value) => (key.includes('/wal/') && ++walPuts === 2 ? Promise.reject(new Error('disk full')) : writes.put(key, value)));
+    expect((await s.request('GET', 'cloud/creds/early')).status).toBe(500);
+    vi.mocked(writes.barrier.put).mockRestore();
+    expect(walPuts).toBe(2);
+    expect(engineApps(world).filter((a) => !before.includes(a))).toEqual([]);
+  });
+
   it('what a failed compensation left behind is removed by the sweep at the next start', async () => {
     // An explicit dataDir: the test server deletes a directory it made itself when it closes.
     const dataDir = mkdtempSync(join(tmpdir(), 'cloud-wal-'));

@@ -7,15 +7,16 @@ import { createPrincipal } from './principals.ts';
 import { DYNAMIC_SECRET, STATIC_SECRET, type DynamicLease, type StaticLease } from './revoke.ts';
 import { readRole, ROLE_NAME, roleName, SIGN_IN_AUDIENCES, type CloudRole } from './roles.ts';
 
-function credentialResponse(appId: string, password: NewPassword, role: CloudRole, type: string, internal: DynamicLease | StaticLease): BackendResponse {
+/** The write-ahead entry `walId` guards the credential until the core has stored its lease. */
+function credentialResponse(engine: CloudEngine, walId: string, appId: string, password: NewPassword, role: CloudRole, type: string, internal: DynamicLease | StaticLease): BackendResponse {
   return {
     data: { client_id: appId, client_secret: password.secretText, expiration: password.endDateTime },
-    secret: { type, ttl: role.ttl, maxTtl: role.max_ttl, renewable: true, internal: { ...internal } },
+    secret: { type, ttl: role.ttl, maxTtl: role.max_ttl, renewable: true, internal: { ...internal }, registered: () => engine.wal.commit(walId) },
   };
 }
 
 /** A password on an existing (or the role's persisted) application; revoke removes only this password. */
-async function issueStatic(engine: CloudEngine, conn: Connection, name: string, role: CloudRole, endDateTime: Date): Promise<BackendResponse> {
+async function issueStatic(engine: CloudEngine, conn: Connection, name: string, role: CloudRole, endDateTime: Date, leaseId: string): Promise<BackendResponse> {
   const appObjectId = role.managed_app?.app_object_id ?? role.application_object_id;
   const appId = role.managed_app?.app_id ?? role.application_id;
   // The config may have changed (or come from the environment) since the role was written.
@@ -23,7 +24,7 @@ async function issueStatic(engine: CloudEngine, conn: Connection, name: string, 
     throw new BadRequestError(`role '${name}' targets the engine's own application; credentials are not issued for it`);
   }
   const displayName = `strongroom-${newUuid()}`;
-  const walId = await engine.wal.begin({ kind: 'password', created_at: 0, app_object_id: appObjectId, display_name: displayName });
+  const walId = await engine.wal.begin({ kind: 'password', created_at: 0, lease_id: leaseId, app_object_id: appObjectId, display_name: displayName });
   let password: NewPassword;
   try {
     password = await conn.clients.graph.addApplicationPassword(appObjectId, { displayName, endDateTime });
@@ -34,23 +35,20 @@ async function issueStatic(engine: CloudEngine, conn: Connection, name: string, 
     }
     throw err;
   }
-  await engine.wal.commit(walId);
-  return credentialResponse(appId, password, role, STATIC_SECRET, {
+  return credentialResponse(engine, walId, appId, password, role, STATIC_SECRET, {
     app_object_id: appObjectId, app_id: appId, key_id: password.keyId, key_end_date: password.endDateTime, role: name,
   });
 }
 
 /** A new application, service principal and password with the role's assignments and groups. */
-async function issueDynamic(engine: CloudEngine, conn: Connection, name: string, role: CloudRole, endDateTime: Date): Promise<BackendResponse> {
+async function issueDynamic(engine: CloudEngine, conn: Connection, name: string, role: CloudRole, endDateTime: Date, leaseId: string): Promise<BackendResponse> {
   const created = await createPrincipal(conn.clients, engine.wal, {
     displayName: `strongroom-${newUuid()}`, tags: role.tags, signInAudience: SIGN_IN_AUDIENCES[role.sign_in_audience] ?? '',
     roles: role.cloud_roles, groups: role.cloud_groups, permanentlyDelete: role.permanently_delete,
-    password: { displayName: 'strongroom', endDateTime },
+    password: { displayName: 'strongroom', endDateTime }, leaseId,
   });
   const password = created.password!;
-  // From here the lease owns the objects.
-  await engine.wal.commit(created.walId);
-  return credentialResponse(created.appId, password, role, DYNAMIC_SECRET, {
+  return credentialResponse(engine, created.walId, created.appId, password, role, DYNAMIC_SECRET, {
     app_object_id: created.appObjectId, app_id: created.appId, sp_object_id: created.spObjectId,
     role_assignment_ids: created.roleAssignmentIds, group_membership_ids: created.groupIds,
     permanently_delete: role.permanently_delete, key_id: password.keyId, key_end_date: password.endDateTime, role: name,
@@ -72,8 +70,8 @@ export function credsPaths(engine: CloudEngine): PathDefinition[] {
           const lifetime = role.max_ttl || engine.system.maxLeaseTtl();
           const endDateTime = new Date(engine.clock.now() + lifetime * 1000);
           return role.application_object_id || role.managed_app
-            ? issueStatic(engine, conn, name, role, endDateTime)
-            : issueDynamic(engine, conn, name, role, endDateTime);
+            ? issueStatic(engine, conn, name, role, endDateTime, req.leaseId)
+            : issueDynamic(engine, conn, name, role, endDateTime, req.leaseId);
         },
       },
     }),

@@ -48,6 +48,7 @@ export class CloudEngine {
     this.wal = new CreationWal({
       storage: d.storage, clock: d.clock, logger: d.logger,
       clients: async () => (await this.#tryConnect())?.clients,
+      leaseExists: (id) => d.system.leaseExists(id),
     });
   }
 

@@ -19,6 +19,8 @@ export interface PrincipalSpec {
   permanentlyDelete: boolean;
   /** Dynamic credentials get a password on the new application; persisted apps get theirs per lease. */
   password?: { displayName: string; endDateTime: Date };
+  /** The lease a dynamic credential will be handed out under (see CreationWal). */
+  leaseId?: string;
 }
 
 export interface CreatedPrincipal {
@@ -40,7 +42,7 @@ export async function createPrincipal(clients: AzureClients, wal: CreationWal, s
   // Assignment names are ours to choose, so their ids are known (and logged) before any PUT.
   const planned = spec.roles.map((r) => ({ role: r, name: newUuid() }));
   const entry: PrincipalWalEntry = {
-    kind: 'principal', created_at: 0, display_name: spec.displayName, permanently_delete: spec.permanentlyDelete,
+    kind: 'principal', created_at: 0, lease_id: spec.leaseId, display_name: spec.displayName, permanently_delete: spec.permanentlyDelete,
     app_object_id: '', app_id: '', sp_object_id: '',
     role_assignment_ids: planned.map((p) => assignmentId(p.role.scope, p.name)),
     group_ids: spec.groups.map((g) => g.object_id),

@@ -4,7 +4,8 @@
  * names everything the creation may produce; it is updated as object ids become known and deleted
  * once the result is owned by something else (a lease, a role, the config). A failure part-way is
  * compensated at once from the entry; an entry that outlives its request (crash, or a compensation
- * that itself failed) is rolled back by the sweep at initialize() and by a retry timer.
+ * that itself failed) is rolled back by the sweep at initialize() and by a retry timer, unless it names
+ * a lease that was stored: then the lease owns the objects and only the entry goes.
  */
 import { z } from 'zod';
 import type { Logger } from 'pino';
@@ -14,9 +15,13 @@ import type { StorageView } from '../../core/storage/view.ts';
 import type { AzureClients } from '../../providers/azure/clients.ts';
 import { removePasswordsNamed, removePrincipal } from './revoke.ts';
 
+/** The lease a credential will be handed out under; the entry is released when that lease is stored. */
+const leaseId = z.string().optional();
+
 const principalEntrySchema = z.object({
   kind: z.literal('principal'),
   created_at: z.number(),
+  lease_id: leaseId,
   /** Unique display name of the application, so it can be recognised. */
   display_name: z.string(),
   permanently_delete: z.boolean(),
@@ -31,6 +36,7 @@ const principalEntrySchema = z.object({
 const passwordEntrySchema = z.object({
   kind: z.literal('password'),
   created_at: z.number(),
+  lease_id: leaseId,
   app_object_id: z.string(),
   /** Unique display name of the password: a rollback removes exactly the passwords carrying it. */
   display_name: z.string(),
@@ -53,6 +59,7 @@ export interface WalDeps {
   logger: Logger;
   /** Clients for the current config; undefined when the engine is not configured. */
   clients(): Promise<AzureClients | undefined>;
+  leaseExists(leaseId: string): Promise<boolean>;
 }
 
 export class CreationWal {
@@ -68,6 +75,8 @@ export class CreationWal {
     const id = newUuid();
     entry.created_at = this.#d.clock.now();
     await this.#put(id, entry);
+    // If the lease is never stored (the request failed after issuing), no one else will look at this entry.
+    if (entry.lease_id) this.#scheduleRetry();
     return id;
   }
 
@@ -110,9 +119,7 @@ export class CreationWal {
       const entry = await this.#read(id);
       if (!entry) continue;
       try {
-        await rollback(clients, entry);
-        await this.commit(id);
-        this.#d.logger.info({ wal: id, kind: entry.kind }, 'rolled back an interrupted creation');
+        if (await this.#settle(clients, id, entry)) this.#d.logger.info({ wal: id, kind: entry.kind }, 'rolled back an interrupted creation');
       } catch (err) {
         failed = true;
         this.#d.logger.warn({ wal: id, err: (err as Error).message }, 'rollback of an interrupted creation failed; will retry');
@@ -146,13 +153,20 @@ export class CreationWal {
         continue;
       }
       try {
-        await rollback(clients, entry);
-        await this.commit(id);
+        await this.#settle(clients, id, entry);
       } catch {
         left = true;
       }
     }
     if (left) this.#scheduleRetry();
+  }
+
+  /** Releases an entry whose lease was stored, else rolls its objects back; true when it rolled back. */
+  async #settle(clients: AzureClients, id: string, entry: WalEntry): Promise<boolean> {
+    const owned = entry.lease_id !== undefined && (await this.#d.leaseExists(entry.lease_id));
+    if (!owned) await rollback(clients, entry);
+    await this.commit(id);
+    return !owned;
   }
 
   async #read(id: string): Promise<WalEntry | undefined> {
@@ -168,6 +182,13 @@ async function rollback(clients: AzureClients, entry: WalEntry): Promise<void> {
   if (entry.kind === 'password') {
     await removePasswordsNamed(clients, entry.app_object_id, entry.display_name);
     return;
+  }
+  if (!entry.app_object_id) {
+    // The application may exist without its id recorded (the entry's update after creating it failed or
+    // never ran); its display name is unique to this creation. Deleting it also deletes its principal.
+    for (const app of await clients.graph.findApplicationsByDisplayName(entry.display_name)) {
+      await clients.graph.deleteApplication(app.id, { permanently: entry.permanently_delete });
+    }
   }
   await removePrincipal(clients, {
     appObjectId: entry.app_object_id,

@@ -71,6 +71,7 @@ export interface GraphClient {
   getApplication(objectId: string, opts?: CallOptions): Promise<GraphApplication | undefined>;
   /** At most one application has a given appId; more is an error. */
   findApplicationByAppId(appId: string, opts?: CallOptions): Promise<GraphApplication | undefined>;
+  findApplicationsByDisplayName(displayName: string, opts?: CallOptions): Promise<GraphApplication[]>;
   /** Soft delete, and also from directory/deletedItems when `permanently`. False when already gone. */
   deleteApplication(objectId: string, opts?: CallOptions & { permanently?: boolean }): Promise<boolean>;
   addApplicationPassword(objectId: string, input: NewPasswordInput, opts?: CallOptions): Promise<NewPassword>;
@@ -257,14 +258,18 @@ export class SdkGraphClient implements GraphClient {
     if (input.tags && input.tags.length > 0) body.tags = input.tags;
     if (input.signInAudience) body.signInAudience = input.signInAudience;
     const findExisting = async (): Promise<GraphApplication | undefined> => {
-      const rows = await this.#listAll('find application', '/applications', { $filter: `displayName eq ${odataString(input.displayName)}` }, opts);
-      return rows.length === 1 ? toApplication(rows[0]) : undefined;
+      const rows = await this.findApplicationsByDisplayName(input.displayName, opts);
+      return rows.length === 1 ? rows[0] : undefined;
     };
     try {
       return await createOnce(async () => toApplication((await this.#client.api('/applications').post(body)) as Raw), findExisting, () => false, { ...this.#retry, ...callRetryOptions(opts) });
     } catch (err) {
       throw toProviderError(unwrapAuth(err), 'create application', this.#secrets);
     }
+  }
+
+  async findApplicationsByDisplayName(displayName: string, opts?: CallOptions): Promise<GraphApplication[]> {
+    return (await this.#listAll('find application', '/applications', { $filter: `displayName eq ${odataString(displayName)}` }, opts)).map(toApplication);
   }
 
   getApplication(objectId: string, opts?: CallOptions): Promise<GraphApplication | undefined> {
