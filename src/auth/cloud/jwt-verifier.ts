@@ -9,12 +9,10 @@
  * can be refused for up to one interval after a refresh; Entra ID publishes new keys well before
  * signing with them, so that window does not occur in practice.
  */
-import type { KeyObject } from 'node:crypto';
-import { decodeProtectedHeader, type JWTPayload } from 'jose';
+import { createLocalJWKSet, decodeProtectedHeader, errors as joseErrors, jwtVerify, type JSONWebKeySet, type JWTPayload } from 'jose';
 import { z } from 'zod';
 import type { Clock } from '../../core/clock.ts';
 import { BadRequestError, PermissionDeniedError, UpstreamError } from '../../core/errors.ts';
-import { importSigningKeys, verifyRs256 } from './rs256.ts';
 
 /** Allowed difference between our clock and the directory's for exp and nbf, in seconds. */
 export const CLOCK_SKEW_SECONDS = 60;
@@ -39,8 +37,8 @@ const jwksSchema = z.object({ keys: z.array(z.looseObject({ kty: z.string(), kid
 
 interface KeyState {
   issuer: string;
-  /** Signing keys by kid; undefined for a kid the set publishes twice. */
-  keys: Map<string, KeyObject | undefined>;
+  kids: Set<string>;
+  keys: ReturnType<typeof createLocalJWKSet>;
   fetchedAt: number;
 }
 
@@ -73,19 +71,25 @@ export class JwtVerifier {
     if (header.crit !== undefined) throw deny('JWT names critical header parameters this server does not process');
 
     await this.#ensureLoaded();
-    if (!this.#state!.keys.has(header.kid)) {
+    if (!this.#state!.kids.has(header.kid)) {
       // A directory outage here means the key stays unknown: the token is refused, not the service.
       await this.#refresh().catch(() => undefined);
-      if (!this.#state?.keys.has(header.kid)) throw deny("JWT key id is not one of the tenant's signing keys");
+      if (!this.#state?.kids.has(header.kid)) throw deny("JWT key id is not one of the tenant's signing keys");
     }
     const state = this.#state!;
-    const key = state.keys.get(header.kid);
-    if (!key) throw deny("JWT key id is not one of the tenant's signing keys");
-    const [encodedHeader, encodedPayload, signature] = jwt.split('.');
-    if (!(await verifyRs256(`${encodedHeader}.${encodedPayload}`, signature, key))) throw deny('JWT signature verification failed');
-    const payload = decodePayload(encodedPayload);
-    checkClaims(payload, state.issuer, this.#opts.audience, Math.floor(this.#opts.clock.now() / 1000));
-    return payload;
+    try {
+      const { payload } = await jwtVerify(jwt, state.keys, {
+        algorithms: ['RS256'],
+        issuer: state.issuer,
+        audience: this.#opts.audience,
+        clockTolerance: CLOCK_SKEW_SECONDS,
+        currentDate: new Date(this.#opts.clock.now()),
+        requiredClaims: ['exp'],
+      });
+      return payload as JWTPayload & Record<string, unknown>;
+    } catch (err) {
+      throw denial(err);
+    }
   }
 
   async #ensureLoaded(): Promise<void> {
@@ -119,7 +123,15 @@ export class JwtVerifier {
     if (!discovery.success) throw new UpstreamError('the directory\'s discovery document has no valid issuer and jwks_uri');
     const jwks = jwksSchema.safeParse(await this.#getJson(discovery.data.jwks_uri, 'key set'));
     if (!jwks.success) throw new UpstreamError('the directory\'s key set (JWKS) is malformed');
-    this.#state = { issuer: discovery.data.issuer, keys: importSigningKeys(jwks.data.keys), fetchedAt: this.#opts.clock.now() };
+    // jose refuses RS256 keys under 2048 bits with a TypeError at verification; leaving them out here makes a
+    // token naming one an unknown key (403) rather than an internal error.
+    const keys = jwks.data.keys.filter((k) => !(k.kty === 'RSA' && typeof k.n === 'string' && rsaModulusBits(k.n) < MIN_RSA_BITS));
+    this.#state = {
+      issuer: discovery.data.issuer,
+      kids: new Set(keys.map((k) => k.kid).filter((k): k is string => !!k)),
+      keys: createLocalJWKSet({ keys } as JSONWebKeySet),
+      fetchedAt: this.#opts.clock.now(),
+    };
   }
 
   async #getJson(url: string, what: string): Promise<unknown> {
@@ -142,29 +154,32 @@ export class JwtVerifier {
   }
 }
 
-const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
+const MIN_RSA_BITS = 2048;
 
-function decodePayload(encoded: string): JWTPayload & Record<string, unknown> {
-  let payload: unknown;
-  try {
-    payload = JSON.parse(strictUtf8.decode(Buffer.from(encoded, 'base64url')));
-  } catch {
-    throw deny('JWT is malformed');
-  }
-  if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) throw deny('JWT is malformed');
-  return payload as JWTPayload & Record<string, unknown>;
+/** Bit length of a JWK's base64url modulus (leading zero bytes do not count). */
+function rsaModulusBits(n: string): number {
+  const bytes = Buffer.from(n, 'base64url');
+  let i = 0;
+  while (i < bytes.length && bytes[i] === 0) i++;
+  return i === bytes.length ? 0 : (bytes.length - i - 1) * 8 + (32 - Math.clz32(bytes[i]));
 }
 
-/**
- * The checks jose's jwtVerify makes for these options (iss, aud and exp required; nbf and iat numeric when
- * present; exp and nbf with the skew allowance). Messages name the failed check, never a claim value.
- */
-function checkClaims(claims: Record<string, unknown>, issuer: string, audience: string, nowSec: number): void {
-  if (claims.iss !== issuer) throw deny("JWT issuer is not the configured tenant's");
-  const aud = claims.aud;
-  if (!(aud === audience || (Array.isArray(aud) && aud.includes(audience)))) throw deny('JWT audience does not match the configured resource');
-  if (claims.iat !== undefined && typeof claims.iat !== 'number') throw deny('JWT issue time (iat) is not a number');
-  if (claims.nbf !== undefined && (typeof claims.nbf !== 'number' || claims.nbf > nowSec + CLOCK_SKEW_SECONDS)) throw deny('JWT is not yet valid (nbf)');
-  if (typeof claims.exp !== 'number') throw deny('JWT has no expiry');
-  if (claims.exp <= nowSec - CLOCK_SKEW_SECONDS) throw deny('JWT has expired');
+/** Maps jose's errors to messages that name the failed check and never a claim value. */
+function denial(err: unknown): Error {
+  if (err instanceof joseErrors.JWTExpired) return deny('JWT has expired');
+  if (err instanceof joseErrors.JWTClaimValidationFailed) {
+    switch (err.claim) {
+      case 'nbf': return deny('JWT is not yet valid (nbf)');
+      case 'iss': return deny("JWT issuer is not the configured tenant's");
+      case 'aud': return deny('JWT audience does not match the configured resource');
+      case 'exp': return deny('JWT has no expiry');
+      case 'iat': return deny('JWT issue time (iat) is not a number');
+      default: return deny('JWT claim validation failed');
+    }
+  }
+  if (err instanceof joseErrors.JWSSignatureVerificationFailed) return deny('JWT signature verification failed');
+  if (err instanceof joseErrors.JOSEAlgNotAllowed) return deny('JWT algorithm is not RS256');
+  if (err instanceof joseErrors.JWKSNoMatchingKey || err instanceof joseErrors.JWKSMultipleMatchingKeys) return deny("JWT key id is not one of the tenant's signing keys");
+  if (err instanceof joseErrors.JOSEError) return deny('JWT is malformed');
+  return err as Error;
 }
