@@ -157,7 +157,9 @@ export class SqliteStorage implements Storage {
     } else {
       flight.batch.forEach((p, i) => {
         for (const op of p.ops) {
-          if (reply.outcomes[i]) this.#remember(op.key, op.type === 'put' ? op.value : null);
+          // Only keys already cached are refreshed: caching every written value (4 per login) kept churning
+          // thousands of Buffers through the old generation, and what is read back comes in on its first read.
+          if (reply.outcomes[i] && this.#cache.has(op.key)) this.#remember(op.key, op.type === 'put' ? op.value : null);
           this.#settleOverlay(op);
         }
       });
