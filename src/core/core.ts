@@ -3,7 +3,7 @@ import { Barrier } from './barrier.ts';
 import type { Clock } from './clock.ts';
 import { BadRequestError, NotFoundError, PermissionDeniedError, SealedError, StrongroomError, UnsupportedOperationError } from './errors.ts';
 import { validateFields } from './fields.ts';
-import type { Backend, BackendContext, BackendFactory, BackendRequest, BackendResponse, CallerInfo, MountInfo, Operation, SecretType } from './framework.ts';
+import type { Backend, BackendContext, BackendFactory, BackendRequest, BackendResponse, CallerInfo, MountInfo, Operation, SecretResponse, SecretType } from './framework.ts';
 import { IdentityStore } from './identity.ts';
 import { newRequestId, randomBase62 } from './ids.ts';
 import { LeaseManager, minPositive } from './leases.ts';
@@ -309,7 +309,12 @@ export class Core {
     }
 
     const { values, errors } = validateFields(match.def.fields ?? {}, input);
-    const backendReq = new PipelineRequest(operation, requestId, relative, match.params, values, input, mounted, caller, req.remoteAddress, path);
+    let stored: { ttl: number; renewable: boolean } | undefined;
+    const storeLease = async (secret: SecretResponse): Promise<void> => {
+      if (stored) throw new Error('a request can store only one lease');
+      stored = await this.#registerSecretLease(secret, mounted, backendReq.leaseId, token);
+    };
+    const backendReq = new PipelineRequest(operation, requestId, relative, match.params, values, input, mounted, caller, req.remoteAddress, path, storeLease);
 
     if (operation === 'update' && match.def.existenceCheck && errors.length === 0) {
       if (!(await match.def.existenceCheck(backendReq))) operation = 'create';
@@ -324,7 +329,14 @@ export class Core {
     if (errors.length) throw new BadRequestError(errors);
 
     if (token && token.numUses > 0) await this.#useOnce(token);
-    const response = (await handler(backendReq)) ?? undefined;
+    let response: BackendResponse | undefined;
+    try {
+      response = (await handler(backendReq)) ?? undefined;
+      if (stored && !response?.secret) throw new Error('the handler stored a lease but answered without its secret');
+    } catch (err) {
+      if (stored) await this.leases.forget(backendReq.leaseId);
+      throw err;
+    }
     const warnings = [...(response?.warnings ?? [])];
     const fields = match.def.fields ?? {};
     const ignored = Object.keys(input).filter((k) => !Object.hasOwn(fields, k) && !Object.hasOwn(match.params, k)).sort();
@@ -337,20 +349,11 @@ export class Core {
     let issuedLease = '';
     if (response?.secret) {
       const secret = response.secret;
-      const ttls = this.effectiveTtls(mounted.entry);
-      const max = minPositive(ttls.max, secret.maxTtl ?? 0);
-      let ttl = secret.ttl > 0 ? secret.ttl : ttls.default;
-      ttl = max > 0 ? Math.min(ttl, max) : ttl;
-      const now = this.clock.now();
-      await this.leases.register({
-        id: backendReq.leaseId, kind: 'secret', mountPath: mounted.entry.path, secretType: secret.type, internal: secret.internal,
-        issueTime: now, expireTime: now + ttl * 1000, ttl, maxTtl: secret.maxTtl ?? 0, renewable: secret.renewable ?? true,
-        tokenSalted: token?.salted ?? '',
-      });
+      const lease = stored ?? (await this.#registerSecretLease(secret, mounted, backendReq.leaseId, token));
       // The secret is handed out either way; a record left behind is cleared by the engine's own sweep.
       await secret.registered?.().catch((err: unknown) => this.logger.warn({ mount: mounted.entry.path, err: (err as Error).message }, 'releasing the write-ahead record of an issued secret failed'));
-      leaseDuration = ttl;
-      renewable = secret.renewable ?? true;
+      leaseDuration = lease.ttl;
+      renewable = lease.renewable;
       issuedLease = backendReq.leaseId;
     }
     if (response?.lease) {
@@ -377,6 +380,21 @@ export class Core {
     // Vault repeats these sys answers' data at the top level (older clients read it there); envelope keys win.
     if (data && injectsData(path)) for (const [k, v] of Object.entries(data)) if (!Object.hasOwn(envelope, k)) envelope[k] = v;
     return { status: response?.status ?? 200, headers: { 'content-type': 'application/json' }, body: JSON.stringify(envelope) };
+  }
+
+  /** Stores a secret's lease with its TTL clamped by the engine's cap, the mount and the system. */
+  async #registerSecretLease(secret: SecretResponse, mounted: Mounted, id: string, token: TokenEntry | undefined): Promise<{ ttl: number; renewable: boolean }> {
+    const ttls = this.effectiveTtls(mounted.entry);
+    const max = minPositive(ttls.max, secret.maxTtl ?? 0);
+    let ttl = secret.ttl > 0 ? secret.ttl : ttls.default;
+    ttl = max > 0 ? Math.min(ttl, max) : ttl;
+    const now = this.clock.now();
+    const renewable = secret.renewable ?? true;
+    await this.leases.register({
+      id, kind: 'secret', mountPath: mounted.entry.path, secretType: secret.type, internal: secret.internal,
+      issueTime: now, expireTime: now + ttl * 1000, ttl, maxTtl: secret.maxTtl ?? 0, renewable, tokenSalted: token?.salted ?? '',
+    });
+    return { ttl, renewable };
   }
 
   /** A login answered by an auth method: resolve identity, clamp TTLs by the mount, issue the token. */
@@ -490,9 +508,11 @@ class PipelineRequest implements BackendRequest {
   readonly #input: Record<string, unknown>;
   readonly #fullPath: string;
   #leaseId: string | undefined;
+  readonly registerLease: (secret: SecretResponse) => Promise<void>;
 
   constructor(operation: Operation, requestId: string, path: string, params: Record<string, string>, data: Record<string, unknown>,
-    input: Record<string, unknown>, mounted: Mounted, caller: CallerInfo | undefined, remoteAddress: string, fullPath: string) {
+    input: Record<string, unknown>, mounted: Mounted, caller: CallerInfo | undefined, remoteAddress: string, fullPath: string,
+    registerLease: (secret: SecretResponse) => Promise<void>) {
     this.operation = operation;
     this.requestId = requestId;
     this.path = path;
@@ -504,6 +524,7 @@ class PipelineRequest implements BackendRequest {
     this.remoteAddress = remoteAddress;
     this.#input = input;
     this.#fullPath = fullPath;
+    this.registerLease = registerLease;
   }
 
   /** An own property, not a method: handlers pass `req.has` around detached. */

@@ -43,6 +43,13 @@ export interface BackendRequest<F extends Fields = Fields> {
   remoteAddress: string;
   /** The lease id a secret in this response will receive (so an engine can index it at issue time). */
   leaseId: string;
+  /**
+   * Stores this request's lease now, before the engine creates what it guards, so the lease is the
+   * write-ahead record: if the process dies after the creation, expiry still runs the engine's revoke. The
+   * response must carry the same secret (it is not stored twice). If the handler then fails, the lease is
+   * forgotten: an engine undoes its own partial work before reporting a failure.
+   */
+  registerLease(secret: SecretResponse): Promise<void>;
 }
 
 export interface SecretResponse {

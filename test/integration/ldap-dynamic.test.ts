@@ -249,6 +249,28 @@ describe('creds/:name', () => {
     expect((await listUsers()).searchEntries.map((e) => e.dn)).toEqual([ou.users[0]!.dn]);
   });
 
+  it('the lease is stored before the account is created: a crash after creation still ends in the deletion LDIF', async () => {
+    await writeRole('walled', { default_ttl: 60 });
+    const register = server.core.leases.register.bind(server.core.leases);
+    let usersWhenLeaseStored: string[] | undefined;
+    const spy = vi.spyOn(server.core.leases, 'register').mockImplementation(async (entry) => {
+      usersWhenLeaseStored = (await listUsers()).searchEntries.map((e) => e.dn);
+      return register(entry);
+    });
+    try {
+      const creds = await issue('walled');
+      expect(spy).toHaveBeenCalledTimes(1);
+      expect(usersWhenLeaseStored).toEqual([ou.users[0]!.dn]);
+      // Whether or not the caller ever saw the answer, the lease owns the account from before it existed.
+      expect(await readEntry(facts, userDnOf(creds.data.username))).toBeDefined();
+      await clock.advance(61_000);
+      await server.core.leases.idle();
+      await vi.waitFor(async () => expect(await readEntry(facts, userDnOf(creds.data.username))).toBeUndefined());
+    } finally {
+      spy.mockRestore();
+    }
+  });
+
   it('without rollback_ldif a failed creation says which changes were left in place', async () => {
     const { creation_ldif, deletion_ldif } = ldif(ou);
     await server.request('POST', 'ldap/role/norollback', { body: { deletion_ldif, creation_ldif: creation_ldif.replace(ou.groupDn, `cn=missing,${ou.groupsDn}`) } });

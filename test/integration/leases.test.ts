@@ -25,6 +25,26 @@ describe('leases registered by the core', () => {
   });
 });
 
+describe('leases a backend stores before making its secret', () => {
+  it('"the lease is the write-ahead record: stored before the secret is made, not stored twice, answered as usual"', async () => {
+    const r = await s.request('GET', 'leased/early/first');
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    expect(probe().leaseStoredFirst).toBe(true);
+    expect(r.body).toMatchObject({ lease_duration: 3600, renewable: true });
+    expect((await s.request('PUT', 'sys/leases/lookup', { body: { lease_id: r.body.lease_id } })).body.data.ttl).toBe(3600);
+    expect((await s.request('LIST', 'sys/leases/lookup/leased/early/first/')).body.data.keys).toHaveLength(1);
+  });
+
+  it('"a handler that fails after storing its lease leaves no lease (and no revocation: it undid its own work)"', async () => {
+    const revokedBefore = probe().revoked.length;
+    const r = await s.request('GET', 'leased/early/failing?fail=true');
+    expect(r.status).toBe(400);
+    expect(r.body.errors).toEqual(['making the secret failed']);
+    expect((await s.request('LIST', 'sys/leases/lookup/leased/early/failing/')).status).toBe(404);
+    expect(probe().revoked.length).toBe(revokedBefore);
+  });
+});
+
 describe('sys/leases/lookup', () => {
   it('"returns id, issue_time, expire_time, renewable, ttl; an unknown lease is 400 invalid lease"', async () => {
     const { lease_id } = await issue('look');

@@ -1,3 +1,4 @@
+import { BadRequestError } from '../../src/core/errors.ts';
 import { field } from '../../src/core/fields.ts';
 import { definePath, type BackendFactory } from '../../src/core/framework.ts';
 
@@ -10,11 +11,13 @@ export interface TestBackendProbe {
   failRevocations: boolean;
   /** Incremented by the backend's periodic job (every minute). */
   ticks: number;
+  /** Whether the lease of the last `early/` request was stored when its handler went on to "create" the secret. */
+  leaseStoredFirst: boolean;
 }
 
 export function testBackend(probes: Map<string, TestBackendProbe>): BackendFactory {
   return (ctx) => {
-    const probe: TestBackendProbe = { revoked: [], failRevocations: false, ticks: 0 };
+    const probe: TestBackendProbe = { revoked: [], failRevocations: false, ticks: 0, leaseStoredFirst: false };
     probes.set(ctx.mount.path, probe);
     return {
       periodic: { intervalMs: 60_000, run: async () => void probe.ticks++ },
@@ -48,6 +51,20 @@ export function testBackend(probes: Map<string, TestBackendProbe>): BackendFacto
               data: { name: req.params.name },
               secret: { type: 'test_secret', ttl: req.data.ttl ?? 0, maxTtl: req.data.max_ttl ?? 0, internal: { name: req.params.name } },
             }),
+          },
+        }),
+        definePath({
+          pattern: 'early/(?<name>[^/]+)',
+          description: 'A leased secret whose lease is stored before it is made; `fail` makes the making fail.',
+          fields: { fail: field.bool('Fail after storing the lease.') },
+          operations: {
+            read: async (req) => {
+              const secret = { type: 'test_secret', ttl: 0, internal: { name: req.params.name } };
+              await req.registerLease(secret);
+              probe.leaseStoredFirst = await ctx.system.leaseExists(req.leaseId);
+              if (req.data.fail) throw new BadRequestError('making the secret failed');
+              return { data: { name: req.params.name }, secret };
+            },
           },
         }),
       ],

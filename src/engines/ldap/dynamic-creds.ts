@@ -90,14 +90,14 @@ function credsPaths(engine: Engine, templates: DynamicTemplates): PathDefinition
           const ttl = effectiveTtl(role, engine.ctx.system);
           const data = templateData({ Username: username, Password: password, RoleName: name, DisplayName: displayName }, engine.clock.now(), ttl);
           const { creation, rollback, deletionLdif } = renderAll(role, templates, data);
-
-          await create(client, creation, rollback, { role: name, password, logger: engine.ctx.logger });
-
           const internal: LeaseInternal = { role_name: name, username, distinguished_names: creation.map((r) => r.dn), deletion_ldif: deletionLdif };
-          return {
-            data: { distinguished_names: internal.distinguished_names, password, username },
-            secret: { type: DYNAMIC_CREDS_SECRET_TYPE, ttl, maxTtl: role.max_ttl, renewable: true, internal },
-          };
+          const secret = { type: DYNAMIC_CREDS_SECRET_TYPE, ttl, maxTtl: role.max_ttl, renewable: true, internal };
+
+          // The lease is stored before the account exists: it is the write-ahead record, so a crash after the
+          // creation still ends in the deletion LDIF (entries already gone count as deleted).
+          await req.registerLease(secret);
+          await create(client, creation, rollback, { role: name, password, logger: engine.ctx.logger });
+          return { data: { distinguished_names: internal.distinguished_names, password, username }, secret };
         },
       },
     }),
