@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, inject, it, onTestFinished } from 'vitest';
+import { afterEach, beforeEach, describe, expect, inject, it, onTestFinished, vi } from 'vitest';
 import { FakeClock } from '../../src/core/clock.ts';
 import { MemoryStorage } from '../../src/core/storage/memory.ts';
 import type { Storage, StorageCondition, StorageOp } from '../../src/core/storage/types.ts';
@@ -456,6 +456,30 @@ describe('library check-out leases', () => {
     expect(await binds(lent.name, lent.password)).toBe(true);
     expect((await checkIn('team', b.token)).body.data).toEqual({ check_ins: [lent.name] });
     expect(await binds(lent.name, lent.password)).toBe(false);
+  });
+
+  it('"a loan whose lease was never stored (a crash between lend and lease) is taken back at the next start"', async () => {
+    const unsealKey = randomBytes(32).toString('base64');
+    const dataDir = mkdtempSync(join(tmpdir(), 'strongroom-library-'));
+    onTestFinished(() => rmSync(dataDir, { recursive: true, force: true }));
+    await start({ storage: 'sqlite', dataDir, unsealKey });
+    await configure(s, facts, ou);
+    await ok(s, 'POST', 'ldap/library/team', { service_account_names: ['svc0'] });
+    const kept = await checkedOut('team');
+    await ok(s, 'POST', 'ldap/library/solo', { service_account_names: ['svc1'] });
+    vi.spyOn(s.core.leases, 'register').mockRejectedValueOnce(new Error('disk full'));
+    expect((await checkOut('solo')).status).toBe(500);
+    expect((await status('solo')).svc1.available).toBe(false);
+    await s.close();
+
+    await clock.advance(1000);
+    s = await startTestServer({ clock, storage: 'sqlite', dataDir, unsealKey });
+    await expect.poll(async () => (await status('solo')).svc1, { timeout: 5000 }).toEqual({ available: true });
+    // A loan with its lease is left alone.
+    expect((await status('team'))[kept.name].available).toBe(false);
+    expect(await binds(kept.name, kept.password)).toBe(true);
+    const again = await checkedOut('solo');
+    expect(await binds(again.name, again.password)).toBe(true);
   });
 
   it('"a check-in interrupted by a directory failure is finished by the next check-in, or at start-up"', async () => {

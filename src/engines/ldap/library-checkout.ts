@@ -85,12 +85,21 @@ export async function checkInAccount(engine: Engine, name: string, accept: (acco
   });
 }
 
-/** Finishes check-ins that a crash or a directory failure interrupted. */
-async function resumeCheckIns(engine: Engine): Promise<void> {
+/**
+ * At start-up: finishes check-ins that a crash or a directory failure interrupted, and takes back loans whose
+ * lease does not exist. The core stores a check-out's lease after the account is marked lent, so a crash in
+ * between (or a forced revocation that skipped the engine) leaves a loan no expiry would ever end. Only loans
+ * made before `startedAt` are judged: this runs beside new requests, whose leases may not be stored yet. An
+ * orphaned loan is checked in like any other: a new password.
+ */
+async function resumeCheckIns(engine: Engine, startedAt: number): Promise<void> {
   for (const name of await listAccountNames(engine.storage)) {
-    const snapshot = await readAccount(engine.storage, name);
-    if (snapshot?.state.state !== 'returning') continue;
-    await checkInAccount(engine, name, (account) => account.state === 'returning').catch((err: unknown) => {
+    const state = (await readAccount(engine.storage, name))?.state;
+    if (state?.state === 'lent' && state.borrower.checked_out_at < startedAt && !(await engine.ctx.system.leaseExists(state.borrower.lease_id))) {
+      engine.ctx.logger.warn({ account: name }, 'taking back a library account lent under a lease that was never stored');
+    } else if (state?.state !== 'returning') continue;
+    const leaseId = state.borrower.lease_id;
+    await checkInAccount(engine, name, (account) => account.state === 'returning' || account.borrower.lease_id === leaseId).catch((err: unknown) => {
       engine.ctx.logger.warn({ err: { message: (err as Error).message }, account: name }, 'resuming an interrupted check-in failed; the lease or the next check-in retries it');
     });
   }
@@ -274,7 +283,7 @@ export function libraryCheckoutPart(engine: Engine): LdapEnginePart {
     secrets: [secret],
     async initialize() {
       // In the background: an unreachable directory must not hold up start-up.
-      void resumeCheckIns(engine).catch((err: unknown) => engine.ctx.logger.warn({ err: { message: (err as Error).message } }, 'resuming check-ins failed'));
+      void resumeCheckIns(engine, engine.clock.now()).catch((err: unknown) => engine.ctx.logger.warn({ err: { message: (err as Error).message } }, 'resuming check-ins failed'));
     },
   };
 }
