@@ -231,6 +231,7 @@ export class Core {
         generatePassword: (name) => this.policies.generate(name),
         forgetLease: (id) => this.leases.forget(id),
         leaseExists: async (id) => (await this.leases.get(id)) !== undefined,
+        leaseIds: (prefix) => this.leases.idsUnder(`${entry.path}${prefix}`),
         generateIdentityToken: (audience, ttl) => this.identityTokens.generate(this.mounts.get(entry.path) ?? entry, audience, ttl),
         mountOption: (name) => (this.mounts.get(entry.path) ?? entry).config[name as keyof MountEntry['config']] as string | undefined,
       },

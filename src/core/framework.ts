@@ -174,6 +174,8 @@ export interface SystemView {
   forgetLease(leaseId: string): Promise<void>;
   /** Whether a lease is stored (a write-ahead record naming one tells by this if it was ever handed out). */
   leaseExists(leaseId: string): Promise<boolean>;
+  /** Ids of this mount's outstanding leases whose path starts with `prefix` (relative to the mount). */
+  leaseIds(prefix: string): Promise<string[]>;
   /** Plugin identity token for workload identity federation (later issue); throws when unavailable. */
   generateIdentityToken(audience: string, ttlSeconds: number): Promise<{ token: string; ttl: number }>;
   /** Mount tune options such as identity_token_key. */

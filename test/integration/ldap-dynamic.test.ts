@@ -271,6 +271,24 @@ describe('creds/:name', () => {
     }
   });
 
+  it('the config cannot be deleted while dynamic credential leases are outstanding (their accounts need it to be deleted)', async () => {
+    // Leases other tests left behind would be named too.
+    expect((await server.request('POST', 'sys/leases/revoke-prefix/ldap/creds')).status).toBe(204);
+    await writeRole('outlives');
+    const creds = await issue('outlives');
+    expect((await server.request('DELETE', 'ldap/role/outlives')).status).toBe(204);
+    const refused = await server.request('DELETE', 'ldap/config');
+    expect(refused.status).toBe(400);
+    // Other tests' roles may be named too; the lease must be, with what to do about it.
+    expect(refused.body.errors[0]).toMatch(/^cannot delete the configuration while /);
+    expect(refused.body.errors[0]).toContain(`1 outstanding dynamic credential leases (${creds.lease_id}) use it;`);
+    expect(refused.body.errors[0]).toMatch(/revoke them first$/);
+    expect((await server.request('POST', 'sys/leases/revoke', { body: { lease_id: creds.lease_id } })).status).toBe(204);
+    expect(await readEntry(facts, userDnOf(creds.data.username))).toBeUndefined();
+    const after = await server.request('DELETE', 'ldap/config');
+    expect(after.status === 204 || !after.body.errors[0].includes('leases')).toBe(true);
+  });
+
   it('without rollback_ldif a failed creation says which changes were left in place', async () => {
     const { creation_ldif, deletion_ldif } = ldif(ou);
     await server.request('POST', 'ldap/role/norollback', { body: { deletion_ldif, creation_ldif: creation_ldif.replace(ou.groupDn, `cn=missing,${ou.groupsDn}`) } });

@@ -93,6 +93,8 @@ export interface ConfigDependent {
   what: string;
   /** Names of the objects that still need the config (empty when none). */
   names(): Promise<string[]>;
+  /** What the operator does to them first; "delete" unless said. */
+  remedy?: 'delete' | 'revoke';
 }
 
 export interface LdapEngineOptions {
@@ -399,12 +401,15 @@ export function configPart(engine: LdapEngine): LdapEnginePart {
           },
           delete: async () => engine.locks.run(CONFIG_KEY, async () => {
             const blocking: string[] = [];
+            const remedies = new Set<string>();
             for (const dep of engine.configDependents) {
               const names = await dep.names();
-              if (names.length) blocking.push(`${names.length} ${dep.what} (${names.slice(0, 5).join(', ')}${names.length > 5 ? ', ...' : ''})`);
+              if (!names.length) continue;
+              blocking.push(`${names.length} ${dep.what} (${names.slice(0, 5).join(', ')}${names.length > 5 ? ', ...' : ''})`);
+              remedies.add(dep.remedy ?? 'delete');
             }
             if (blocking.length) {
-              throw new BadRequestError(`cannot delete the configuration while ${blocking.join(' and ')} use it; delete them first`);
+              throw new BadRequestError(`cannot delete the configuration while ${blocking.join(' and ')} use it; ${[...remedies].join(' or ')} them first`);
             }
             await storage.transaction([{ type: 'delete', key: CONFIG_KEY }, { type: 'delete', key: ROOT_WAL_KEY }]);
             await engine.connections.close();

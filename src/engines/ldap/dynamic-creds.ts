@@ -67,8 +67,10 @@ function renderAll(role: DynamicRole, templates: DynamicTemplates, data: LdifTem
 
 type Engine = Pick<LdapEngine, 'ctx' | 'storage' | 'clock' | 'connections'>;
 
-export function dynamicCredsPart(engine: Engine): LdapEnginePart {
+export function dynamicCredsPart(engine: Engine & Pick<LdapEngine, 'configDependents'>): LdapEnginePart {
   const templates = new DynamicTemplates(() => engine.clock.now());
+  // Accounts outlive their role until their lease ends, and only the config can reach them to delete them.
+  engine.configDependents.push({ what: 'outstanding dynamic credential leases', names: () => engine.ctx.system.leaseIds('creds/'), remedy: 'revoke' });
   return { paths: credsPaths(engine, templates), secrets: [dynamicCredsSecret(engine)] };
 }
 
