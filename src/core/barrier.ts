@@ -113,16 +113,10 @@ export class Barrier implements Storage {
 
   async get(key: string): Promise<Buffer | undefined> {
     const blob = await this.#inner.get(key);
-    if (blob === undefined) return undefined;
-    let plain = this.#opened.get(blob);
-    if (!plain) {
-      plain = this.#decrypt(key, blob);
-      this.#opened.set(blob, plain);
-    }
-    return Buffer.from(plain);
+    return blob === undefined ? undefined : Buffer.from(this.#plaintextOf(key, blob));
   }
   put(key: string, value: Buffer): Promise<void> {
-    return this.#inner.put(key, this.#encrypt(key, value));
+    return this.#inner.put(key, this.#seal(key, value));
   }
   delete(key: string): Promise<void> {
     return this.#inner.delete(key);
@@ -138,17 +132,34 @@ export class Barrier implements Storage {
     const physical: StorageCondition[] = [];
     for (const c of conditions) {
       const blob = await this.#inner.get(c.key);
-      const current = blob === undefined ? undefined : this.#decrypt(c.key, blob);
+      const current = blob === undefined ? undefined : this.#plaintextOf(c.key, blob);
       if (current === undefined ? c.expected !== undefined : c.expected === undefined || !current.equals(c.expected)) return false;
       physical.push({ key: c.key, expected: blob });
     }
-    const sealedOps = ops.map((op): StorageOp => (op.type === 'put' ? { type: 'put', key: op.key, value: this.#encrypt(op.key, op.value) } : op));
+    const sealedOps = ops.map((op): StorageOp => (op.type === 'put' ? { type: 'put', key: op.key, value: this.#seal(op.key, op.value) } : op));
     return this.#inner.transaction(sealedOps, physical);
   }
   close(): Promise<void> {
     return this.#inner.close();
   }
 
+  /**
+   * Encrypts a value being written and remembers its plaintext (a copy: the caller keeps its Buffer), so the
+   * next read or compare-and-set of what was just written does not decrypt it again.
+   */
+  #seal(path: string, plaintext: Buffer): Buffer {
+    const blob = this.#encrypt(path, plaintext);
+    this.#opened.set(blob, Buffer.from(plaintext));
+    return blob;
+  }
+  #plaintextOf(path: string, blob: Buffer): Buffer {
+    let plain = this.#opened.get(blob);
+    if (!plain) {
+      plain = this.#decrypt(path, blob);
+      this.#opened.set(blob, plain);
+    }
+    return plain;
+  }
   #encrypt(path: string, plaintext: Buffer): Buffer {
     const active = this.#requireActive();
     return seal(active.key, active.term, path, plaintext);

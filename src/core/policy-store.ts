@@ -1,5 +1,6 @@
 import { Acl, DEFAULT_POLICY_HCL, parseAclPolicy, type AclPolicy } from './policy/acl.ts';
-import { DEFAULT_PASSWORD_POLICY, generatePassword, parsePasswordPolicy } from './policy/password-policy.ts';
+import { DEFAULT_PASSWORD_POLICY, generatePassword, parsePasswordPolicy, type PasswordPolicy } from './policy/password-policy.ts';
+import { setBounded } from './bounded-map.ts';
 import { BadRequestError, NotFoundError } from './errors.ts';
 import type { StorageView } from './storage/view.ts';
 
@@ -104,12 +105,24 @@ export class PolicyStore {
     if (!policyName) return generatePassword(DEFAULT_PASSWORD_POLICY);
     const text = await this.readPassword(policyName);
     if (text === undefined) throw new BadRequestError(`password policy "${policyName}" does not exist`);
-    return generatePassword(parsePasswordPolicy(text));
+    return generatePassword(this.#parsedPassword(text));
   }
 
   async generateOrNotFound(name: string): Promise<string> {
     const text = await this.readPassword(name);
     if (text === undefined) throw new NotFoundError('policy does not exist');
-    return generatePassword(parsePasswordPolicy(text));
+    return generatePassword(this.#parsedPassword(text));
+  }
+
+  /** Parsed by text, so an edited policy is parsed afresh and a rotation does not parse HCL every time. */
+  readonly #parsedPasswords = new Map<string, PasswordPolicy>();
+
+  #parsedPassword(text: string): PasswordPolicy {
+    let policy = this.#parsedPasswords.get(text);
+    if (!policy) {
+      policy = parsePasswordPolicy(text);
+      setBounded(this.#parsedPasswords, 256, text, policy);
+    }
+    return policy;
   }
 }

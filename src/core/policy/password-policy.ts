@@ -4,9 +4,9 @@
  * are drawn uniformly and whole candidates that miss a rule are thrown away, so every password
  * that satisfies the rules is equally likely (placing required characters first would not be).
  */
-import { randomBytes as cryptoRandomBytes } from 'node:crypto';
 import { decodeIfBase64, labelledBlocks, parseHcl, PolicyParseError } from './hcl.ts';
 import type { HclBlock, HclItem } from './hcl.ts';
+import { secureRandomBytes as cryptoRandomBytes } from '../random.ts';
 
 export { PolicyParseError } from './hcl.ts';
 
@@ -143,10 +143,17 @@ export function generatePassword(
   return password;
 }
 
+/** Each rule's characters as a set, made once per policy: engines generate on every rotation and check-in. */
+const ruleSets = new WeakMap<PasswordPolicy, Array<{ chars: Set<string>; min: number }>>();
+
 function tryGenerate(policy: PasswordPolicy, randomBytes: (n: number) => Buffer): string | undefined {
   const { charset, length } = policy;
   if (charset.length === 0 || charset.length > MAX_CHARSET) return undefined;
-  const rules = policy.rules.map((r) => ({ chars: new Set(r.charset), min: r.minChars }));
+  let rules = ruleSets.get(policy);
+  if (!rules) {
+    rules = policy.rules.map((r) => ({ chars: new Set(r.charset), min: r.minChars }));
+    ruleSets.set(policy, rules);
+  }
   // Bytes at or above the largest multiple of the alphabet size would favour the first characters.
   const limit = 256 - (256 % charset.length);
   const deadline = performance.now() + GENERATION_TIMEOUT_MS;
@@ -158,11 +165,15 @@ function tryGenerate(policy: PasswordPolicy, randomBytes: (n: number) => Buffer)
         if (byte < limit) candidate.push(charset[byte % charset.length]);
       }
     }
-    if (rules.every((r) => candidate.reduce((n, c) => n + (r.chars.has(c) ? 1 : 0), 0) >= r.min)) {
-      return candidate.join('');
-    }
+    if (rules.every((r) => countIn(candidate, r.chars) >= r.min)) return candidate.join('');
   }
   return undefined;
+}
+
+function countIn(candidate: string[], chars: Set<string>): number {
+  let n = 0;
+  for (const c of candidate) if (chars.has(c)) n++;
+  return n;
 }
 
 /** Strongroom's generator when an engine names no policy: 64 of A–Z a–z 0–9, each class present. */

@@ -64,7 +64,9 @@ export class SqliteStorage implements Storage {
   }
 
   put(key: string, value: Buffer): Promise<void> {
-    return this.#enqueue([{ type: 'put', key, value: Buffer.from(value) }], []).then(() => undefined);
+    // Not copied: the barrier hands over a fresh ciphertext, and keeping that object lets its remembered
+    // plaintext be found when the key is read back.
+    return this.#enqueue([{ type: 'put', key, value }], []).then(() => undefined);
   }
 
   delete(key: string): Promise<void> {
