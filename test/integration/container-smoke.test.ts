@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { execFile, spawn } from 'node:child_process';
 import { cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { freePort } from '../support/ports.ts';
 
 /**
  * No Docker engine runs here, so this test performs the Dockerfile's recipe by hand: the production install
@@ -15,13 +15,6 @@ const runLine = /^RUN (npm ci [^&\n]+)/m.exec(dockerfile)![1].trim();
 const cmd = JSON.parse(/^CMD (\[.+\])$/m.exec(dockerfile)![1]) as string[];
 const health = JSON.parse(/^HEALTHCHECK .*?CMD (\[.+\])$/m.exec(dockerfile)![1]) as string[];
 
-async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise((r) => srv.close(r));
-  return port;
-}
 
 describe('the container recipe (Dockerfile)', () => {
   it('"a production install starts and answers its HEALTHCHECK"', async () => {

@@ -1,8 +1,8 @@
-import { createServer } from 'node:net';
 import { afterEach, beforeEach, describe, expect, inject, it } from 'vitest';
 import { canBind, createIsolatedOu, type IsolatedOu } from '../support/slapd.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 import { configure, cred, ok, ouConfig } from '../support/ldap-engine.ts';
+import { freePort } from '../support/ports.ts';
 
 const facts = inject('slapd');
 
@@ -17,13 +17,6 @@ afterEach(async () => {
   await ou.cleanup();
 });
 
-async function deadPort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise((r) => srv.close(r));
-  return port;
-}
 
 /** Creates a static role for user0 (rotating it) and proves the password it serves binds. */
 async function rotateUser0(name = 'probe'): Promise<string> {
@@ -142,12 +135,12 @@ describe('password generation', () => {
 
 describe('connections', () => {
   it('tries the URLs of a comma-separated list in order on connection errors', async () => {
-    await configure(s, facts, ou, { url: `ldap://127.0.0.1:${await deadPort()},${facts.url}` });
+    await configure(s, facts, ou, { url: `ldap://127.0.0.1:${await freePort()},${facts.url}` });
     await rotateUser0();
   });
 
   it('answers 502 when no URL is reachable, naming each', async () => {
-    const port = await deadPort();
+    const port = await freePort();
     await configure(s, facts, ou, { url: `ldap://127.0.0.1:${port}` });
     const r = await s.request('POST', 'ldap/static-role/probe', { body: { username: 'user0', rotation_period: '1h' } });
     expect(r.status).toBe(502);

@@ -1,18 +1,18 @@
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, inject, it, onTestFinished, vi } from 'vitest';
 import { FakeClock } from '../../src/core/clock.ts';
 import { MemoryStorage } from '../../src/core/storage/memory.ts';
-import type { Storage, StorageCondition, StorageOp } from '../../src/core/storage/types.ts';
 import { StorageView } from '../../src/core/storage/view.ts';
 import { issueToken } from '../../src/core/token-issue.ts';
 import { CHECKOUT_SECRET_TYPE } from '../../src/engines/ldap/library-checkout.ts';
 import { canBind, createIsolatedOu, type IsolatedOu } from '../support/slapd.ts';
 import { startTestServer, type TestServer, type TestServerOptions } from '../support/server.ts';
 import { configure, ok } from '../support/ldap-engine.ts';
+import { freePort } from '../support/ports.ts';
+import { FaultyStorage } from '../support/faulty-storage.ts';
 
 const facts = inject('slapd');
 
@@ -491,7 +491,7 @@ describe('library check-out leases', () => {
     await ok(s, 'POST', 'ldap/library/team', { service_account_names: ['svc0', 'svc1'] });
     const first = await checkedOut('team');
     const second = await checkedOut('team');
-    await ok(s, 'POST', 'ldap/config', { url: `ldap://127.0.0.1:${await deadPort()}` });
+    await ok(s, 'POST', 'ldap/config', { url: `ldap://127.0.0.1:${await freePort()}` });
 
     const failed = await checkIn('team', 'root', [first.name, second.name]);
     expect(failed.status).toBe(502);
@@ -505,7 +505,7 @@ describe('library check-out leases', () => {
     expect(await binds(first.name, first.password)).toBe(false);
 
     // The second one fails again, then a restart with a reachable directory finishes it.
-    await ok(s, 'POST', 'ldap/config', { url: `ldap://127.0.0.1:${await deadPort()}` });
+    await ok(s, 'POST', 'ldap/config', { url: `ldap://127.0.0.1:${await freePort()}` });
     expect((await checkIn('team', 'root', [second.name])).status).toBe(502);
     await ok(s, 'POST', 'ldap/config', { url: facts.url });
     await s.close();
@@ -517,33 +517,12 @@ describe('library check-out leases', () => {
   });
 });
 
-/** Wraps a Storage; when armed, the next transaction that writes a library WAL fails as a full disk would. */
-class WalWriteFailure implements Storage {
-  armed = false;
-  readonly inner: Storage;
-  constructor(inner: Storage) {
-    this.inner = inner;
-  }
-  get(key: string) { return this.inner.get(key); }
-  put(key: string, value: Buffer) { return this.inner.put(key, value); }
-  delete(key: string) { return this.inner.delete(key); }
-  list(prefix: string) { return this.inner.list(prefix); }
-  close() { return this.inner.close(); }
-  async transaction(ops: StorageOp[], conditions?: StorageCondition[]) {
-    if (this.armed && ops.some((op) => op.type === 'put' && /\/wal\/library\//.test(op.key))) {
-      this.armed = false;
-      throw new Error('disk I/O error (injected)');
-    }
-    return this.inner.transaction(ops, conditions);
-  }
-}
-
 describe('check-in write-ahead', () => {
   it('"the claim and the new password\'s WAL are one commit: when it fails the loan is untouched, nothing is half-written, and a retry checks in"', async () => {
-    const storage = new WalWriteFailure(new MemoryStorage());
+    const storage = new FaultyStorage(new MemoryStorage());
     await setUp({ team: { service_account_names: ['svc0'] } }, { storageInstance: storage });
     const loan = await checkedOut('team');
-    storage.armed = true;
+    storage.failNext((op) => op.type === 'put' && /\/wal\/library\//.test(op.key));
     expect((await checkIn('team', 'root', [loan.name])).status).toBe(500);
     // Still lent to the borrower (not half-claimed), no WAL, and the directory was not touched.
     expect(await status('team')).toMatchObject({ [loan.name]: { available: false, borrower_client_token: expect.any(String) } });
@@ -560,10 +539,3 @@ describe('check-in write-ahead', () => {
   });
 });
 
-async function deadPort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise((r) => srv.close(r));
-  return port;
-}

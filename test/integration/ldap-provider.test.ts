@@ -6,6 +6,7 @@ import { escapeDnValue } from '../../src/providers/ldap/dn.ts';
 import { LdapProviderError } from '../../src/providers/ldap/errors.ts';
 import { createLdapClient } from '../../src/providers/ldap/ldapts-client.ts';
 import { canBind, createIsolatedOu, readEntry, slapdFactsFromEnv, type IsolatedOu } from '../support/slapd.ts';
+import { freePort } from '../support/ports.ts';
 
 const facts = inject('slapd');
 
@@ -28,14 +29,6 @@ async function rejection(p: Promise<unknown>): Promise<LdapProviderError> {
   return err as LdapProviderError;
 }
 
-/** A port with nothing listening: bind to it, then close. */
-async function deadPort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise((r) => srv.close(r));
-  return port;
-}
 
 let ou: IsolatedOu;
 beforeEach(async () => {
@@ -96,7 +89,7 @@ describe('bind and connection', () => {
   });
 
   it('tries the URL list in order when the first is dead', async () => {
-    const dead = `ldap://127.0.0.1:${await deadPort()}`;
+    const dead = `ldap://127.0.0.1:${await freePort()}`;
     const c = client({ url: `${dead}, ${facts.url}` });
     await expect(c.checkBind()).resolves.toMatchObject({ url: facts.url });
     await expect(c.findByDn(ou.users[0]!.dn)).resolves.toMatchObject({ dn: ou.users[0]!.dn });
@@ -117,7 +110,7 @@ describe('bind and connection', () => {
   });
 
   it('reports every URL when none answers, as a connection (502) error', async () => {
-    const [a, b] = [await deadPort(), await deadPort()];
+    const [a, b] = [await freePort(), await freePort()];
     const err = await rejection(client({ url: `ldap://127.0.0.1:${a},ldap://127.0.0.1:${b}` }).checkBind());
     expect(err.kind).toBe('connection');
     expect(err.status).toBe(502);

@@ -6,13 +6,13 @@ import { afterEach, beforeEach, describe, expect, inject, it, vi } from 'vitest'
 import { FakeClock } from '../../src/core/clock.ts';
 import { MemoryStorage } from '../../src/core/storage/memory.ts';
 import { storagePrefix } from '../../src/core/mounts.ts';
-import type { Storage, StorageCondition, StorageOp } from '../../src/core/storage/types.ts';
 import { StorageView } from '../../src/core/storage/view.ts';
 import { readConfig } from '../../src/engines/ldap/config.ts';
 import { readWal, writeWal } from '../../src/engines/ldap/rotation.ts';
 import { canBind, createIsolatedOu, type IsolatedOu } from '../support/slapd.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 import { configure, cred, ok } from '../support/ldap-engine.ts';
+import { FaultyStorage } from '../support/faulty-storage.ts';
 
 const facts = inject('slapd');
 
@@ -129,32 +129,12 @@ describe('rotate-root', () => {
   });
 });
 
-class FlakyStorage implements Storage {
-  failRootCommits = 0;
-  readonly inner: Storage;
-  constructor(inner: Storage) {
-    this.inner = inner;
-  }
-  get(key: string) { return this.inner.get(key); }
-  put(key: string, value: Buffer) { return this.inner.put(key, value); }
-  delete(key: string) { return this.inner.delete(key); }
-  list(prefix: string) { return this.inner.list(prefix); }
-  close() { return this.inner.close(); }
-  async transaction(ops: StorageOp[], conditions?: StorageCondition[]) {
-    if (this.failRootCommits > 0 && ops.some((op) => op.type === 'delete' && op.key.endsWith('/wal/root'))) {
-      this.failRootCommits--;
-      throw new Error('disk I/O error (injected)');
-    }
-    return this.inner.transaction(ops, conditions);
-  }
-}
-
 describe('rotate-root write-ahead', () => {
   it('storage fails after the directory change: the engine still binds (WAL password) and the retry finishes', async () => {
-    const storage = new FlakyStorage(new MemoryStorage());
+    const storage = new FaultyStorage(new MemoryStorage());
     const s = await server({ storageInstance: storage });
     await configure(s, facts, ou);
-    storage.failRootCommits = 1;
+    storage.failNext((op) => op.type === 'delete' && op.key.endsWith('/wal/root'));
     const r = await s.request('POST', 'ldap/rotate-root');
     expect(r.status).toBe(500);
     const wal = (await readWal(mountStorage(s), 'root'))!;

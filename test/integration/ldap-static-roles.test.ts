@@ -7,7 +7,7 @@ import { afterEach, beforeEach, describe, expect, inject, it, vi } from 'vitest'
 import { FakeClock } from '../../src/core/clock.ts';
 import { MemoryStorage } from '../../src/core/storage/memory.ts';
 import { SqliteStorage } from '../../src/core/storage/sqlite.ts';
-import type { Storage, StorageCondition, StorageOp } from '../../src/core/storage/types.ts';
+import type { StorageOp } from '../../src/core/storage/types.ts';
 import { StorageView } from '../../src/core/storage/view.ts';
 import { storagePrefix } from '../../src/core/mounts.ts';
 import { escapeDnValue } from '../../src/providers/ldap/dn.ts';
@@ -15,6 +15,7 @@ import { readWal, writeWal } from '../../src/engines/ldap/rotation.ts';
 import { canBind, createIsolatedOu, type IsolatedOu } from '../support/slapd.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 import { configure, cred, ok } from '../support/ldap-engine.ts';
+import { FaultyStorage } from '../support/faulty-storage.ts';
 
 const facts = inject('slapd');
 
@@ -482,38 +483,20 @@ describe('restarts', () => {
   });
 });
 
-/** Wraps a Storage; when armed, the transaction that would remove a static-role WAL fails (after the modify). */
-class FlakyStorage implements Storage {
-  failWalCommits = 0;
-  readonly inner: Storage;
-  constructor(inner: Storage) {
-    this.inner = inner;
-  }
-  get(key: string) { return this.inner.get(key); }
-  put(key: string, value: Buffer) { return this.inner.put(key, value); }
-  delete(key: string) { return this.inner.delete(key); }
-  list(prefix: string) { return this.inner.list(prefix); }
-  close() { return this.inner.close(); }
-  async transaction(ops: StorageOp[], conditions?: StorageCondition[]) {
-    if (this.failWalCommits > 0 && ops.some((op) => op.type === 'delete' && /\/wal\/static-role\//.test(op.key))) {
-      this.failWalCommits--;
-      throw new Error('disk I/O error (injected)');
-    }
-    return this.inner.transaction(ops, conditions);
-  }
-}
+/** The commit that records a rotation and releases its WAL entry. */
+const walRelease = (op: StorageOp) => op.type === 'delete' && /\/wal\/static-role\//.test(op.key);
 
 describe('write-ahead log', () => {
   const unsealKey = randomBytes(32).toString('base64');
 
   it('storage fails after the directory modify: the WAL keeps the password and the retry finishes with it', async () => {
-    const storage = new FlakyStorage(new MemoryStorage());
+    const storage = new FaultyStorage(new MemoryStorage());
     const s = await server({ storageInstance: storage });
     await configure(s, facts, ou);
     await ok(s, 'POST', 'ldap/static-role/app', { username: 'user0', rotation_period: '1h' });
     const before = await cred(s, 'app');
 
-    storage.failWalCommits = 1;
+    storage.failNext(walRelease);
     const r = await s.request('POST', 'ldap/rotate-role/app');
     expect(r.status).toBe(500);
     expect(r.body.errors[0]).toContain('kept in the write-ahead log');
@@ -532,11 +515,11 @@ describe('write-ahead log', () => {
   });
 
   it('storage fails during role creation after the modify: the role is kept and finished by the retry', async () => {
-    const storage = new FlakyStorage(new MemoryStorage());
+    const storage = new FaultyStorage(new MemoryStorage());
     const clock = new FakeClock(Date.now());
     const s = await server({ storageInstance: storage, clock });
     await configure(s, facts, ou);
-    storage.failWalCommits = 1;
+    storage.failNext(walRelease);
     const r = await s.request('POST', 'ldap/static-role/app', { body: { username: 'user0', rotation_period: '1h' } });
     expect(r.status).toBe(500);
     expect(await binds(user(0).dn, user(0).password)).toBe(false);
@@ -549,12 +532,12 @@ describe('write-ahead log', () => {
   it('a process that dies after the modify (commit never written) serves the WAL password after restart', async () => {
     const dataDir = dataDirectory();
     const path = join(dataDir, 'strongroom.db');
-    const flaky = new FlakyStorage(new SqliteStorage(path));
+    const flaky = new FaultyStorage(new SqliteStorage(path));
     const s2 = await server({ storageInstance: flaky, dataDir, unsealKey });
     await configure(s2, facts, ou);
     await ok(s2, 'POST', 'ldap/static-role/app', { username: 'user0', rotation_period: '1h' });
     const before = await cred(s2, 'app');
-    flaky.failWalCommits = 1;
+    flaky.failNext(walRelease);
     expect((await s2.request('POST', 'ldap/rotate-role/app')).status).toBe(500);
     // "Crash": close without any retry.
     await s2.close();

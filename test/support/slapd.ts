@@ -9,11 +9,11 @@ import { execFile, spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Attribute, Change, Client, type Entry } from 'ldapts';
+import { freePort } from './ports.ts';
 
 const execFileAsync = promisify(execFile);
 
@@ -89,17 +89,6 @@ export function ensureSlapdInstalled(): string {
   slapd = findSlapd();
   if (!slapd) throw new Error(`slapd still missing after install. ${INSTALL_HINT}`);
   return slapd;
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      srv.close(() => (typeof addr === 'object' && addr ? resolve(addr.port) : reject(new Error('no port'))));
-    });
-  });
 }
 
 async function openssl(args: string[], cwd: string): Promise<void> {

@@ -1,0 +1,30 @@
+import type { Storage, StorageCondition, StorageOp } from '../../src/core/storage/types.ts';
+
+/** Wraps a Storage; each `failNext(match)` makes one later transaction with a matching op fail as a full disk would. */
+export class FaultyStorage implements Storage {
+  readonly inner: Storage;
+  readonly #armed: Array<(op: StorageOp) => boolean> = [];
+
+  constructor(inner: Storage) {
+    this.inner = inner;
+  }
+
+  failNext(match: (op: StorageOp) => boolean): void {
+    this.#armed.push(match);
+  }
+
+  get(key: string) { return this.inner.get(key); }
+  put(key: string, value: Buffer) { return this.inner.put(key, value); }
+  delete(key: string) { return this.inner.delete(key); }
+  list(prefix: string) { return this.inner.list(prefix); }
+  close() { return this.inner.close(); }
+
+  async transaction(ops: StorageOp[], conditions?: StorageCondition[]) {
+    const hit = this.#armed.findIndex((match) => ops.some(match));
+    if (hit >= 0) {
+      this.#armed.splice(hit, 1);
+      throw new Error('disk I/O error (injected)');
+    }
+    return this.inner.transaction(ops, conditions);
+  }
+}
