@@ -9,7 +9,7 @@ import type { TokenCredential } from '@azure/identity';
 import { scopeFor, type AzureEnvironment } from './environments.ts';
 import { describeUpstream, isNotFound, toProviderError } from './errors.ts';
 import { odataString } from './odata.ts';
-import { callRetryOptions, createOnce, principalNotReplicated, withRetry, type CallOptions, type ReplicationCheck, type RetryOptions } from './retry.ts';
+import { callRetryOptions, createOnce, principalNotReplicated, providerCall, type CallContext, type CallOptions, type ReplicationCheck, type RetryOptions } from './retry.ts';
 
 export interface RoleDefinitionInfo {
   /** Full ARM id, e.g. /subscriptions/<sub>/providers/Microsoft.Authorization/roleDefinitions/<guid>. */
@@ -66,8 +66,7 @@ export interface RoleClientOptions {
 
 export class SdkRoleClient implements RoleClient {
   readonly #client: AuthorizationManagementClient;
-  readonly #retry: RetryOptions;
-  readonly #secrets: string[];
+  readonly #ctx: CallContext;
 
   constructor(opts: RoleClientOptions) {
     this.#client = new AuthorizationManagementClient(opts.credential, opts.subscriptionId, {
@@ -77,16 +76,11 @@ export class SdkRoleClient implements RoleClient {
       retryOptions: { maxRetries: 0 },
       redirectOptions: { maxRetries: 0 },
     });
-    this.#retry = opts.retry ?? {};
-    this.#secrets = opts.secrets ?? [];
+    this.#ctx = { retry: opts.retry ?? {}, secrets: opts.secrets ?? [] };
   }
 
-  async #call<T>(operation: string, fn: () => Promise<T>, opts: CallOptions = {}, notReplicated?: ReplicationCheck): Promise<T> {
-    try {
-      return await withRetry(fn, { ...this.#retry, ...callRetryOptions(opts), notReplicated });
-    } catch (err) {
-      throw toProviderError(err, operation, this.#secrets);
-    }
+  #call<T>(operation: string, fn: () => Promise<T>, opts: CallOptions = {}, notReplicated?: ReplicationCheck): Promise<T> {
+    return providerCall(operation, fn, this.#ctx, opts, notReplicated);
   }
 
   getRoleDefinition(roleDefinitionId: string, opts?: CallOptions): Promise<RoleDefinitionInfo | undefined> {
@@ -129,10 +123,10 @@ export class SdkRoleClient implements RoleClient {
     };
     try {
       return await createOnce(create, findExisting, (err) => describeUpstream(err).code === 'RoleAssignmentExists', {
-        ...this.#retry, ...callRetryOptions(opts), notReplicated: principalNotReplicated,
+        ...this.#ctx.retry, ...callRetryOptions(opts), notReplicated: principalNotReplicated,
       });
     } catch (err) {
-      throw toProviderError(err, `create role assignment at ${input.scope}`, this.#secrets);
+      throw toProviderError(err, `create role assignment at ${input.scope}`, this.#ctx.secrets);
     }
   }
 

@@ -10,7 +10,7 @@ import type { AzureEnvironment } from './environments.ts';
 import { scopeFor } from './environments.ts';
 import { AzureProviderError, describeUpstream, isNotFound, redact, toProviderError } from './errors.ts';
 import { odataString } from './odata.ts';
-import { callRetryOptions, createOnce, withRetry, type CallOptions, type ReplicationCheck, type RetryOptions } from './retry.ts';
+import { callRetryOptions, createOnce, providerCall, type CallContext, type CallOptions, type ReplicationCheck, type RetryOptions } from './retry.ts';
 
 export type { CallOptions } from './retry.ts';
 
@@ -131,8 +131,7 @@ export interface GraphClientOptions {
 
 export class SdkGraphClient implements GraphClient {
   readonly #client: Client;
-  readonly #retry: RetryOptions;
-  readonly #secrets: string[];
+  readonly #ctx: CallContext;
   readonly #baseUrl: string;
 
   constructor(opts: GraphClientOptions) {
@@ -161,17 +160,11 @@ export class SdkGraphClient implements GraphClient {
       middleware: [new AuthenticationHandler(authProvider), new HTTPMessageHandler()] satisfies Middleware[],
     });
     this.#baseUrl = opts.environment.microsoftGraphEndpoint.replace(/\/+$/, '');
-    this.#retry = opts.retry ?? {};
-    this.#secrets = opts.secrets ?? [];
+    this.#ctx = { retry: opts.retry ?? {}, secrets: opts.secrets ?? [], unwrap: unwrapAuth };
   }
 
-  /** Runs a call in the retry loop and turns the final failure into an AzureProviderError. */
-  async #call<T>(operation: string, fn: () => Promise<T>, opts: CallOptions = {}, notReplicated?: ReplicationCheck): Promise<T> {
-    try {
-      return await withRetry(fn, { ...this.#retry, ...callRetryOptions(opts), notReplicated });
-    } catch (err) {
-      throw toProviderError(unwrapAuth(err), operation, this.#secrets);
-    }
+  #call<T>(operation: string, fn: () => Promise<T>, opts: CallOptions = {}, notReplicated?: ReplicationCheck): Promise<T> {
+    return providerCall(operation, fn, this.#ctx, opts, notReplicated);
   }
 
   async #getOrUndefined<T>(operation: string, path: string, map: (r: Raw) => T, opts?: CallOptions): Promise<T | undefined> {
@@ -262,9 +255,9 @@ export class SdkGraphClient implements GraphClient {
       return rows.length === 1 ? rows[0] : undefined;
     };
     try {
-      return await createOnce(async () => toApplication((await this.#client.api('/applications').post(body)) as Raw), findExisting, () => false, { ...this.#retry, ...callRetryOptions(opts) });
+      return await createOnce(async () => toApplication((await this.#client.api('/applications').post(body)) as Raw), findExisting, () => false, { ...this.#ctx.retry, ...callRetryOptions(opts) });
     } catch (err) {
-      throw toProviderError(unwrapAuth(err), 'create application', this.#secrets);
+      throw toProviderError(unwrapAuth(err), 'create application', this.#ctx.secrets);
     }
   }
 
@@ -297,7 +290,7 @@ export class SdkGraphClient implements GraphClient {
   }
 
   async createServicePrincipal(appId: string, opts?: CallOptions): Promise<GraphServicePrincipal> {
-    const retry = { ...this.#retry, ...callRetryOptions(opts), notReplicated: APP_NOT_REPLICATED };
+    const retry = { ...this.#ctx.retry, ...callRetryOptions(opts), notReplicated: APP_NOT_REPLICATED };
     try {
       return await createOnce(
         async () => toServicePrincipal((await this.#client.api('/servicePrincipals').post({ appId })) as Raw),
@@ -306,7 +299,7 @@ export class SdkGraphClient implements GraphClient {
         retry,
       );
     } catch (err) {
-      throw toProviderError(unwrapAuth(err), `create service principal for ${appId}`, this.#secrets);
+      throw toProviderError(unwrapAuth(err), `create service principal for ${appId}`, this.#ctx.secrets);
     }
   }
 

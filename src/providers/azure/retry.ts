@@ -5,7 +5,7 @@
  * at once. The SDKs' own retry policies are switched off so this is the only retry layer and the
  * deadline really bounds the call.
  */
-import { describeUpstream, type UpstreamInfo } from './errors.ts';
+import { describeUpstream, toProviderError, type AzureProviderError, type UpstreamInfo } from './errors.ts';
 
 export type RetryReason = 'throttled' | 'server' | 'network' | 'replication';
 
@@ -146,4 +146,21 @@ export function callRetryOptions(opts: CallOptions = {}): Partial<RetryOptions> 
   if (opts.signal) out.signal = opts.signal;
   if (opts.deadlineMs !== undefined) out.deadlineMs = opts.deadlineMs;
   return out;
+}
+
+/** What a client passes to `providerCall`: its retry settings and the secrets no error text may carry. */
+export interface CallContext {
+  retry: Partial<RetryOptions>;
+  secrets: Iterable<string | undefined>;
+  /** Unwraps an SDK's wrapper error before classification (the Graph client wraps auth failures). */
+  unwrap?: (err: unknown) => unknown;
+}
+
+/** Runs a provider call in the retry loop; the final failure becomes an {@link AzureProviderError}. */
+export async function providerCall<T>(operation: string, fn: () => Promise<T>, ctx: CallContext, opts: CallOptions = {}, notReplicated?: ReplicationCheck): Promise<T> {
+  try {
+    return await withRetry(fn, { ...ctx.retry, ...callRetryOptions(opts), notReplicated });
+  } catch (err) {
+    throw toProviderError(ctx.unwrap ? ctx.unwrap(err) : err, operation, ctx.secrets);
+  }
 }
