@@ -42,6 +42,20 @@ async function setUp(sets: Record<string, Record<string, unknown>> = { team: { s
   for (const [name, body] of Object.entries(sets)) await ok(s, 'POST', `ldap/library/${name}`, body);
 }
 
+/** `setUp` on SQLite in a directory of this test; `restart()` closes the server and opens the same store again. */
+async function setUpOnSqlite(sets?: Record<string, Record<string, unknown>>): Promise<{ restart(): Promise<void> }> {
+  const unsealKey = randomBytes(32).toString('base64');
+  const dataDir = mkdtempSync(join(tmpdir(), 'strongroom-library-'));
+  onTestFinished(() => rmSync(dataDir, { recursive: true, force: true }));
+  await setUp(sets, { storage: 'sqlite', dataDir, unsealKey });
+  return {
+    async restart() {
+      await s.close();
+      s = await startTestServer({ clock, storage: 'sqlite', dataDir, unsealKey });
+    },
+  };
+}
+
 async function checkOut(set: string, token = 'root', body: Record<string, unknown> = {}) {
   return s.request('POST', `ldap/library/${set}/check-out`, { token, body });
 }
@@ -231,10 +245,7 @@ describe('ldap/library/:set_name/check-out', () => {
   });
 
   it('"accounts this server checked in are lent first; the others are still found (e.g. after a restart)"', async () => {
-    const unsealKey = randomBytes(32).toString('base64');
-    const dataDir = mkdtempSync(join(tmpdir(), 'strongroom-library-'));
-    onTestFinished(() => rmSync(dataDir, { recursive: true, force: true }));
-    await setUp({ team: { service_account_names: ['svc0', 'svc1', 'svc2', 'svc3'] } }, { storage: 'sqlite', dataDir, unsealKey });
+    const store = await setUpOnSqlite({ team: { service_account_names: ['svc0', 'svc1', 'svc2', 'svc3'] } });
     expect((await checkedOut('team')).name).toBe('svc0');
     expect((await checkedOut('team')).name).toBe('svc1');
     await ok(s, 'POST', 'ldap/library/team/check-in', { service_account_names: ['svc1'] });
@@ -242,8 +253,7 @@ describe('ldap/library/:set_name/check-out', () => {
     expect((await checkedOut('team')).name).toBe('svc1');
 
     await ok(s, 'POST', 'ldap/library/team/check-in', { service_account_names: ['svc1'] });
-    await s.close();
-    s = await startTestServer({ clock, storage: 'sqlite', dataDir, unsealKey });
+    await store.restart();
     const lent = [(await checkedOut('team')).name, (await checkedOut('team')).name, (await checkedOut('team')).name];
     expect(lent.sort()).toEqual(['svc1', 'svc2', 'svc3']);
     expect((await checkOut('team')).status).toBe(400);
@@ -438,17 +448,10 @@ describe('library check-out leases', () => {
   });
 
   it('"a restart in the middle of a check-out keeps the state (sqlite)"', async () => {
-    const unsealKey = randomBytes(32).toString('base64');
-    const dataDir = mkdtempSync(join(tmpdir(), 'strongroom-library-'));
-    onTestFinished(() => rmSync(dataDir, { recursive: true, force: true }));
-    await start({ storage: 'sqlite', dataDir, unsealKey });
-    await configure(s, facts, ou);
-    await ok(s, 'POST', 'ldap/library/team', { service_account_names: ['svc0', 'svc1'] });
+    const store = await setUpOnSqlite();
     const b = await borrowerToken();
     const lent = await checkedOut('team', b.token);
-    await s.close();
-
-    s = await startTestServer({ clock, storage: 'sqlite', dataDir, unsealKey });
+    await store.restart();
     expect((await status('team'))[lent.name]).toEqual({ available: false, borrower_client_token: b.accessor, borrower_entity_id: '' });
     const second = await checkedOut('team');
     expect(second.name).not.toBe(lent.name);
@@ -459,21 +462,14 @@ describe('library check-out leases', () => {
   });
 
   it('"a loan whose lease was never stored (a crash between lend and lease) is taken back at the next start"', async () => {
-    const unsealKey = randomBytes(32).toString('base64');
-    const dataDir = mkdtempSync(join(tmpdir(), 'strongroom-library-'));
-    onTestFinished(() => rmSync(dataDir, { recursive: true, force: true }));
-    await start({ storage: 'sqlite', dataDir, unsealKey });
-    await configure(s, facts, ou);
-    await ok(s, 'POST', 'ldap/library/team', { service_account_names: ['svc0'] });
+    const store = await setUpOnSqlite({ team: { service_account_names: ['svc0'] } });
     const kept = await checkedOut('team');
     await ok(s, 'POST', 'ldap/library/solo', { service_account_names: ['svc1'] });
     vi.spyOn(s.core.leases, 'register').mockRejectedValueOnce(new Error('disk full'));
     expect((await checkOut('solo')).status).toBe(500);
     expect((await status('solo')).svc1.available).toBe(false);
-    await s.close();
-
     await clock.advance(1000);
-    s = await startTestServer({ clock, storage: 'sqlite', dataDir, unsealKey });
+    await store.restart();
     await expect.poll(async () => (await status('solo')).svc1, { timeout: 5000 }).toEqual({ available: true });
     // A loan with its lease is left alone.
     expect((await status('team'))[kept.name].available).toBe(false);
@@ -483,12 +479,7 @@ describe('library check-out leases', () => {
   });
 
   it('"a check-in interrupted by a directory failure is finished by the next check-in, or at start-up"', async () => {
-    const unsealKey = randomBytes(32).toString('base64');
-    const dataDir = mkdtempSync(join(tmpdir(), 'strongroom-library-'));
-    onTestFinished(() => rmSync(dataDir, { recursive: true, force: true }));
-    await start({ storage: 'sqlite', dataDir, unsealKey });
-    await configure(s, facts, ou);
-    await ok(s, 'POST', 'ldap/library/team', { service_account_names: ['svc0', 'svc1'] });
+    const store = await setUpOnSqlite();
     const first = await checkedOut('team');
     const second = await checkedOut('team');
     await ok(s, 'POST', 'ldap/config', { url: `ldap://127.0.0.1:${await freePort()}` });
@@ -508,8 +499,7 @@ describe('library check-out leases', () => {
     await ok(s, 'POST', 'ldap/config', { url: `ldap://127.0.0.1:${await freePort()}` });
     expect((await checkIn('team', 'root', [second.name])).status).toBe(502);
     await ok(s, 'POST', 'ldap/config', { url: facts.url });
-    await s.close();
-    s = await startTestServer({ clock, storage: 'sqlite', dataDir, unsealKey });
+    await store.restart();
     await expect.poll(async () => (await status('team'))[second.name], { timeout: 5000 }).toEqual({ available: true });
     expect(await binds(second.name, second.password)).toBe(false);
     const next = await checkedOut('team');
