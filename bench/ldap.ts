@@ -21,7 +21,7 @@ import { ldapBackend } from '../src/engines/ldap/index.ts';
 import { DEFAULT_USERNAME_TEMPLATE, DynamicTemplates } from '../src/engines/ldap/dynamic-templates.ts';
 import { createIsolatedOu, startSlapd, stopSlapd, type IsolatedOu, type SlapdFacts } from '../test/support/slapd.ts';
 import { startTestServer, type TestServer } from '../test/support/server.ts';
-import { child, fmt, load, ratio, stop, type Throughput } from './util.ts';
+import { child, fmt, load, processCpu, ratio, stop, type Throughput } from './util.ts';
 
 const SERVERS = new URL('./servers.ts', import.meta.url).pathname;
 const TARGET = 0.8;
@@ -33,7 +33,12 @@ interface Rate {
   perSecond: number;
   errors: number;
   firstError?: string;
+  /** CPU per completed operation in µs: this process (server and client, all threads) and slapd. */
+  cpuUs?: { self: number; slapd: number };
 }
+
+/** The slapd whose CPU closedLoop charges to each operation (set once the shared slapd is up). */
+let slapdPid: number | undefined;
 
 /** `concurrency` workers each repeat `op` until the time is up; completed operations per second. */
 async function closedLoop(seconds: number, concurrency: number, op: (worker: number) => Promise<void>): Promise<Rate> {
@@ -42,6 +47,7 @@ async function closedLoop(seconds: number, concurrency: number, op: (worker: num
   let errors = 0;
   let firstError: string | undefined;
   const started = performance.now();
+  const cpuBefore = [processCpu(process.pid), slapdPid ? processCpu(slapdPid) : undefined];
   await Promise.all(Array.from({ length: concurrency }, async (_, worker) => {
     while (performance.now() < deadline) {
       try {
@@ -53,7 +59,10 @@ async function closedLoop(seconds: number, concurrency: number, op: (worker: num
       }
     }
   }));
-  return { perSecond: done / ((performance.now() - started) / 1000), errors, firstError };
+  const cpuAfter = [processCpu(process.pid), slapdPid ? processCpu(slapdPid) : undefined];
+  const perOp = (i: number) => ((cpuAfter[i]?.all ?? 0) - (cpuBefore[i]?.all ?? 0)) / Math.max(1, done) * 1e6;
+  const cpuUs = cpuBefore[0] && cpuAfter[0] ? { self: perOp(0), slapd: perOp(1) } : undefined;
+  return { perSecond: done / ((performance.now() - started) / 1000), errors, firstError, cpuUs };
 }
 
 /** Alternates ours/raw for ROUNDS rounds; the best of each and the spread of each (noise). */
@@ -78,7 +87,8 @@ function verdict(label: string, r: number, target: number | undefined, noise: nu
 }
 
 const rateLine = (label: string, r: Rate, unit: string) =>
-  `${label.padEnd(52)} ${fmt(r.perSecond)} ${unit}/s (errors ${r.errors}${r.firstError ? `: ${r.firstError.slice(0, 160)}` : ''})`;
+  `${label.padEnd(52)} ${fmt(r.perSecond)} ${unit}/s (errors ${r.errors}${r.firstError ? `: ${r.firstError.slice(0, 160)}` : ''}` +
+  `${r.cpuUs ? `; CPU per op: this process ${fmt(r.cpuUs.self)} µs, slapd ${fmt(r.cpuUs.slapd)} µs` : ''})`;
 
 // ---- shared fixtures -------------------------------------------------------------------------------------
 
@@ -311,7 +321,10 @@ async function benchLibrary(facts: SlapdFacts, seconds: number): Promise<string[
  */
 export function ldapSections(seconds: number): { sections: Array<[string, () => Promise<string[]>]>; cleanup: () => Promise<void> } {
   let slapd: Promise<SlapdFacts> | undefined;
-  const facts = () => (slapd ??= startSlapd());
+  const facts = () => (slapd ??= startSlapd().then((f) => {
+    slapdPid = f.pid;
+    return f;
+  }));
   const ops = Math.max(1, seconds / 2);
   const noise = () => `(load average ${loadavg().map((l) => fmt(l, 2)).join(' ')} on ${cpus().length} cores at start; other work on the machine lowers both sides)`;
   const section = (fn: (f: SlapdFacts) => Promise<string[]>) => async () => [noise(), ...(await fn(await facts()))];
