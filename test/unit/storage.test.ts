@@ -78,4 +78,23 @@ describe('SqliteStorage durability and group commit', () => {
     await pending;
     await s.close();
   });
+
+  it('"batches posted while a commit runs are committed in order: each guard sees every write queued before it"', async () => {
+    const path = sqlitePath();
+    const s = new SqliteStorage(path);
+    // Each step is queued on a later turn than the last, so the 40 steps span several batches in flight at once;
+    // every step's guard names the value the step before it wrote.
+    const steps: Array<Promise<boolean>> = [];
+    for (let i = 0; i < 40; i++) {
+      steps.push(s.transaction([{ type: 'put', key: 'counter', value: b(String(i + 1)) }], [{ key: 'counter', expected: i === 0 ? undefined : b(String(i)) }]));
+      steps.push(s.put(`log/${i}`, b(String(i))));
+      await new Promise((r) => setImmediate(r));
+    }
+    expect(await Promise.all(steps)).toEqual(steps.map((_, i) => (i % 2 === 0 ? true : undefined)));
+    await s.close();
+    const again = new SqliteStorage(path);
+    expect((await again.get('counter'))?.toString()).toBe('40');
+    expect(await again.list('log/')).toHaveLength(40);
+    await again.close();
+  });
 });

@@ -1,10 +1,11 @@
 /**
  * The SQLite writer thread. Every commit fsyncs (synchronous=FULL) and node:sqlite is synchronous, so
- * commits run here instead of blocking the request thread. Batches arrive one at a time, in order; each
- * guarded write's conditions are checked against the state left by the writes before it.
+ * commits run here instead of blocking the request thread. Batches arrive in order and those waiting when a
+ * commit starts are committed together; each guarded write's conditions are checked against the state left by
+ * the writes before it.
  */
 import { DatabaseSync } from 'node:sqlite';
-import { parentPort, workerData } from 'node:worker_threads';
+import { parentPort, receiveMessageOnPort, workerData } from 'node:worker_threads';
 
 /** A value is `bytes[at, at + len)`; `len` -1 means absent (a delete, or a guard that expects no row). */
 export interface WireSlice { key: string; at: number; len: number }
@@ -13,7 +14,8 @@ export interface WireSlice { key: string; at: number; len: number }
  * each one's whole backing store, which for Node's pooled small Buffers is the 8 KiB pool slab.
  */
 export interface WriterRequest { id: number; bytes: ArrayBuffer; batch: Array<{ ops: WireSlice[]; conditions: WireSlice[] }> }
-export type WriterReply = { id: number; outcomes: boolean[] } | { id: number; error: string };
+/** One reply for the batches committed together: `outcomes[i]` belongs to `ids[i]`; an error fails them all. */
+export type WriterReply = { ids: number[]; outcomes: boolean[][] } | { ids: number[]; error: string };
 
 const db = new DatabaseSync((workerData as { path: string }).path);
 db.exec('PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA busy_timeout=5000;');
@@ -21,26 +23,36 @@ const getStmt = db.prepare('SELECT value FROM kv WHERE key = ?');
 const putStmt = db.prepare('INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value');
 const delStmt = db.prepare('DELETE FROM kv WHERE key = ?');
 
-parentPort!.on('message', ({ id, bytes, batch }: WriterRequest) => {
+/** Applies one posted batch inside the open transaction; a guarded write whose conditions fail writes nothing. */
+function apply({ bytes, batch }: WriterRequest): boolean[] {
   const holds = (c: WireSlice): boolean => {
     const row = getStmt.get(c.key) as { value: Uint8Array } | undefined;
     if (!row || c.len < 0) return !row && c.len < 0;
     return Buffer.from(row.value).equals(new Uint8Array(bytes, c.at, c.len));
   };
+  return batch.map(({ ops, conditions }) => {
+    if (!conditions.every(holds)) return false;
+    for (const op of ops) {
+      if (op.len >= 0) putStmt.run(op.key, new Uint8Array(bytes, op.at, op.len));
+      else delStmt.run(op.key);
+    }
+    return true;
+  });
+}
+
+const port = parentPort!;
+port.on('message', (first: WriterRequest) => {
+  // Everything the request thread posted while the last commit ran joins this one: one fsync for all of it.
+  const requests = [first];
+  for (let next = receiveMessageOnPort(port); next; next = receiveMessageOnPort(port)) requests.push(next.message as WriterRequest);
+  const ids = requests.map((r) => r.id);
   try {
     db.exec('BEGIN IMMEDIATE');
-    const outcomes = batch.map(({ ops, conditions }) => {
-      if (!conditions.every(holds)) return false;
-      for (const op of ops) {
-        if (op.len >= 0) putStmt.run(op.key, new Uint8Array(bytes, op.at, op.len));
-        else delStmt.run(op.key);
-      }
-      return true;
-    });
+    const outcomes = requests.map(apply);
     db.exec('COMMIT');
-    parentPort!.postMessage({ id, outcomes } satisfies WriterReply);
+    port.postMessage({ ids, outcomes } satisfies WriterReply);
   } catch (err) {
     try { db.exec('ROLLBACK'); } catch { /* a failed BEGIN left nothing to roll back */ }
-    parentPort!.postMessage({ id, error: (err as Error).message } satisfies WriterReply);
+    port.postMessage({ ids, error: (err as Error).message } satisfies WriterReply);
   }
 });

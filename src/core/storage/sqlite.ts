@@ -25,7 +25,15 @@ export class SqliteStorage implements Storage {
   readonly #getStmt: StatementSync;
   readonly #rangeStmt: StatementSync;
   readonly #writer: Worker;
-  #inFlight: { id: number; batch: Pending[] } | undefined;
+  /** Batches posted to the writer and not yet answered, oldest first. */
+  #flights: Array<{ id: number; batch: Pending[] }> = [];
+  /**
+   * Two batches in flight: while the writer commits one, the next already waits in its queue, so it starts the
+   * next commit the moment an fsync ends instead of idling until this thread reads the reply (measured: the
+   * writer idled ~4.5 ms per 3.5 ms commit under login load). More would only split the same writes into more,
+   * smaller commits; the writer joins whatever has queued up into one transaction anyway.
+   */
+  static readonly MAX_IN_FLIGHT = 2;
   #nextId = 0;
   #drained: Array<() => void> = [];
   #broken: Error | undefined;
@@ -106,7 +114,7 @@ export class SqliteStorage implements Storage {
 
   /** Resolves once every write queued so far is committed (or failed). */
   #drain(): Promise<void> {
-    if (!this.#inFlight && this.#queue.length === 0) return Promise.resolve();
+    if (this.#flights.length === 0 && this.#queue.length === 0) return Promise.resolve();
     return new Promise((resolve) => this.#drained.push(resolve));
   }
 
@@ -137,38 +145,42 @@ export class SqliteStorage implements Storage {
 
   #flush(): void {
     this.#scheduled = false;
-    if (this.#inFlight || this.#queue.length === 0) return;
+    if (this.#flights.length >= SqliteStorage.MAX_IN_FLIGHT || this.#queue.length === 0) return;
     const batch = this.#queue;
     this.#queue = [];
     const id = ++this.#nextId;
-    this.#inFlight = { id, batch };
-    this.#writer.ref();
+    this.#flights.push({ id, batch });
+    if (this.#flights.length === 1) this.#writer.ref();
     this.#writer.postMessage(...packBatch(id, batch));
   }
 
+  /** The writer answers the batches it committed together in one reply, in the order they were posted. */
   #committed(reply: WriterReply): void {
-    const flight = this.#inFlight;
-    if (!flight || flight.id !== reply.id) return;
-    this.#inFlight = undefined;
-    this.#writer.unref();
-    if ('error' in reply) {
-      // Nothing of the batch landed: forget what it would have written.
-      this.#cache.clear();
-      for (const p of flight.batch) for (const op of p.ops) this.#settleOverlay(op);
-      for (const p of flight.batch) p.reject(new Error(`storage commit failed: ${reply.error}`));
-    } else {
-      flight.batch.forEach((p, i) => {
+    for (const [i, id] of reply.ids.entries()) {
+      const flight = this.#flights[0];
+      if (!flight || flight.id !== id) continue;
+      this.#flights.shift();
+      if ('error' in reply) {
+        // Nothing of the batch landed: forget what it would have written.
+        this.#cache.clear();
+        for (const p of flight.batch) for (const op of p.ops) this.#settleOverlay(op);
+        for (const p of flight.batch) p.reject(new Error(`storage commit failed: ${reply.error}`));
+        continue;
+      }
+      const outcomes = reply.outcomes[i]!;
+      flight.batch.forEach((p, j) => {
         for (const op of p.ops) {
           // Only keys already cached are refreshed: caching every written value (4 per login) kept churning
           // thousands of Buffers through the old generation, and what is read back comes in on its first read.
-          if (reply.outcomes[i] && this.#cache.has(op.key)) this.#remember(op.key, op.type === 'put' ? op.value : null);
+          if (outcomes[j] && this.#cache.has(op.key)) this.#remember(op.key, op.type === 'put' ? op.value : null);
           this.#settleOverlay(op);
         }
       });
-      flight.batch.forEach((p, i) => p.resolve(reply.outcomes[i]));
+      flight.batch.forEach((p, j) => p.resolve(outcomes[j]!));
     }
+    if (this.#flights.length === 0) this.#writer.unref();
     if (this.#queue.length > 0) this.#flush();
-    else for (const resolve of this.#drained.splice(0)) resolve();
+    else if (this.#flights.length === 0) for (const resolve of this.#drained.splice(0)) resolve();
   }
 
   /** Drops an overlay entry once its write is settled, unless a later queued write replaced it. */
@@ -181,8 +193,8 @@ export class SqliteStorage implements Storage {
   #fail(err: Error): void {
     if (this.#broken) return;
     this.#broken = err;
-    const pending = [...(this.#inFlight?.batch ?? []), ...this.#queue];
-    this.#inFlight = undefined;
+    const pending = [...this.#flights.flatMap((f) => f.batch), ...this.#queue];
+    this.#flights = [];
     this.#queue = [];
     this.#overlay.clear();
     this.#cache.clear();
