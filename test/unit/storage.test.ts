@@ -84,7 +84,7 @@ describe('SqliteStorage durability and group commit', () => {
     const s = new SqliteStorage(path);
     // Each step is queued on a later turn than the last, so the 40 steps span several batches in flight at once;
     // every step's guard names the value the step before it wrote.
-    const steps: Array<Promise<boolean>> = [];
+    const steps: Array<Promise<boolean | void>> = [];
     for (let i = 0; i < 40; i++) {
       steps.push(s.transaction([{ type: 'put', key: 'counter', value: b(String(i + 1)) }], [{ key: 'counter', expected: i === 0 ? undefined : b(String(i)) }]));
       steps.push(s.put(`log/${i}`, b(String(i))));
