@@ -39,7 +39,10 @@ export function open(keyFor: (term: number) => Buffer | undefined, path: string,
   const decipher = createDecipheriv('aes-256-gcm', key, blob.subarray(5, 17));
   decipher.setAAD(Buffer.from(path));
   decipher.setAuthTag(blob.subarray(blob.length - 16));
-  return Buffer.concat([decipher.update(blob.subarray(17, blob.length - 16)), decipher.final()]);
+  // GCM's final() only checks the tag and returns nothing, so update's output is the whole plaintext.
+  const plaintext = decipher.update(blob.subarray(17, blob.length - 16));
+  decipher.final();
+  return plaintext;
 }
 
 export class Barrier implements Storage {

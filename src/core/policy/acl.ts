@@ -269,8 +269,10 @@ export class Acl {
     this.#prefixesLongestFirst = [...this.#prefix.keys()].sort((a, b) => b.length - a.length);
   }
 
+  static #root: Acl | undefined;
+  /** One shared instance: an ACL never changes after construction, and root tokens ask for it on every request. */
   static root(): Acl {
-    return new Acl([ROOT_POLICY]);
+    return (Acl.#root ??= new Acl([ROOT_POLICY]));
   }
 
   #insert(path: string, rule: PathRule): void {
