@@ -154,7 +154,7 @@ export async function benchCloudAuth(seconds: number): Promise<string[]> {
     if (first.status !== 200) throw new Error(`login: HTTP ${first.status} ${await first.text()}`);
     const discoveryUrl = `${emu.url}/${emu.tenantId}/.well-known/openid-configuration`;
 
-    const rounds = { bare: [] as number[], bare64: [] as number[], login: [] as Array<Throughput & { cpu?: Record<'main' | 'all' | 'writer' | 'pool' | 'v8', number> }> };
+    const rounds = { bare: [] as number[], bare64: [] as number[], login: [] as Array<Throughput & { cpu?: Record<'main' | 'all' | 'writer' | 'pool' | 'v8' | 'loadGenerator', number> }> };
     let directoryCalls = 0;
     for (let i = 0; i < 2; i++) {
       const verify = async (inFlight: number) =>
@@ -163,13 +163,16 @@ export async function benchCloudAuth(seconds: number): Promise<string[]> {
       rounds.bare64.push(await verify(64));
       const before = await world.control('GET', '/bench/log');
       const cpuBefore = processCpu(world.serverPid);
+      const generatorBefore = processCpu(process.pid);
       const round = await load(`${world.serverUrl}/v1/auth/cloud/login`, { seconds, method: 'POST', body, headers: { 'content-type': 'application/json' } });
       const cpuAfter = processCpu(world.serverPid);
+      const generatorAfter = processCpu(process.pid);
       const logins = round.rps * seconds;
       const perLogin = (name: string) => ((cpuAfter?.byName[name] ?? 0) - (cpuBefore?.byName[name] ?? 0)) / logins;
       const cpu = cpuBefore && cpuAfter ? {
         main: (cpuAfter.main - cpuBefore.main) / logins, all: (cpuAfter.all - cpuBefore.all) / logins,
         writer: perLogin('WorkerThread'), pool: perLogin('libuv-worker'), v8: perLogin('V8Worker'),
+        loadGenerator: ((generatorAfter?.all ?? 0) - (generatorBefore?.all ?? 0)) / logins,
       } : undefined;
       rounds.login.push({ ...round, cpu });
       const log = await world.control('GET', `/bench/log?since=${before.next}`);
@@ -184,7 +187,8 @@ export async function benchCloudAuth(seconds: number): Promise<string[]> {
       `cloud auth: bare jose jwtVerify loop (RS256, same token, keys, options)  ${fmt(bare)} verifies/s`,
       `cloud auth: the same with 64 verifies in flight (crypto thread pool)      ${fmt(bare64)} verifies/s`,
       `cloud auth: login over HTTP, SP-bound role, cached JWKS                 ${fmt(login.rps)} logins/s (p99 ${login.p99} ms, errors ${login.errors}, directory calls during load ${directoryCalls})`,
-      ...(login.cpu ? [`cloud auth: server CPU per login ${fmt(login.cpu.all * 1e6)} µs: request thread ${fmt(login.cpu.main * 1e6)}, SQLite writer ${fmt(login.cpu.writer * 1e6)}, libuv pool (RSA verify) ${fmt(login.cpu.pool * 1e6)}, V8 helpers (GC) ${fmt(login.cpu.v8 * 1e6)}`] : []),
+      ...(login.cpu ? [`cloud auth: server CPU per login ${fmt(login.cpu.all * 1e6)} µs: request thread ${fmt(login.cpu.main * 1e6)}, SQLite writer ${fmt(login.cpu.writer * 1e6)}, libuv pool (RSA verify) ${fmt(login.cpu.pool * 1e6)}, V8 helpers (GC) ${fmt(login.cpu.v8 * 1e6)}; ` +
+        `load generator (autocannon, same 2 cores) ${fmt(login.cpu.loadGenerator * 1e6)}`] : []),
       `cloud auth: ratio ${fmt(r, 2)}x the loop (target >= 0.40x; ${fmt(ratio(login.rps, bare64), 2)}x the 64-in-flight figure); vs Vault AppRole ${fmt(VAULT_LOGINS_PER_SECOND)}/s: ${fmt(ratio(login.rps, VAULT_LOGINS_PER_SECOND), 2)}x ${ok ? 'OK' : 'BELOW TARGET'}`,
     ];
   } finally {
