@@ -249,6 +249,20 @@ describe('login', () => {
     expectDenied(await login({ role: 'site', jwt, subscription_id: sub, resource_group_name: RG, resource_id: web01.id }), /does not name resource_id/);
   });
 
+  it('resource_id naming a user-assigned identity: a workload presenting that identity\'s own token logs in (AKS workload identity); another identity\'s token does not', async () => {
+    await role('uai', { bound_resource_groups: RG });
+    // No host claim: the token was obtained by federation, not on a VM, so xms_mirid names the identity alone.
+    const jwt = await mint({ identity: strayIdentity.identity, userAssignedResourceId: strayIdentity.id });
+    const res = await login({ role: 'uai', jwt, subscription_id: sub, resource_group_name: RG, resource_id: strayIdentity.id });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body.auth.metadata.resource_id).toBe(strayIdentity.id);
+    const others = await mint({ identity: poolIdentity.identity, userAssignedResourceId: poolIdentity.id });
+    expectDenied(await login({ role: 'uai', jwt: others, subscription_id: sub, resource_group_name: RG, resource_id: strayIdentity.id }), /does not name resource_id/);
+    // Bound to another resource group: the identity's own placement is checked like any resource's.
+    await role('uai-elsewhere', { bound_resource_groups: 'rg-identities' });
+    expectDenied(await login({ role: 'uai-elsewhere', jwt, subscription_id: sub, resource_group_name: RG, resource_id: strayIdentity.id }), /resource group/);
+  });
+
   it('missing subscription_id/resource_group_name with resource bounds is a 400 naming the fields', async () => {
     await role('vm', { bound_resource_groups: RG });
     const jwt = await mint({ identity: web01.systemIdentity!, hostResourceId: web01.id });

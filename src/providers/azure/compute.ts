@@ -28,7 +28,10 @@ export interface ComputeClient {
   getVirtualMachine(subscriptionId: string, resourceGroup: string, name: string, opts?: CallOptions): Promise<ComputeResource | undefined>;
   /** Uniform or flexible orchestration; user-assigned principal ids are resolved either way. */
   getScaleSet(subscriptionId: string, resourceGroup: string, name: string, opts?: CallOptions): Promise<ComputeResource | undefined>;
-  /** Any resource with a managed identity (App Service, Functions, Arc machines ...), at its provider's newest stable API version. */
+  /**
+   * Any resource with a managed identity (App Service, Functions, Arc machines ...), or a user-assigned identity
+   * itself, at its provider's newest stable API version.
+   */
   getResource(resourceId: string, opts?: CallOptions): Promise<ComputeResource | undefined>;
 }
 
@@ -64,7 +67,11 @@ interface GenericResource {
   id?: string;
   location?: string;
   identity?: { principalId?: string; userAssignedIdentities?: Record<string, { principalId?: string }> };
+  /** A user-assigned identity carries its own principal id here. */
+  properties?: { principalId?: string };
 }
+
+const isUserAssignedIdentity = (r: ParsedResourceId) => r.namespace.toLowerCase() === 'microsoft.managedidentity' && r.type.toLowerCase() === 'userassignedidentities';
 
 export class SdkComputeClient implements ComputeClient {
   readonly #opts: ComputeClientOptions;
@@ -95,7 +102,11 @@ export class SdkComputeClient implements ComputeClient {
     const apiVersion = await this.#apiVersion(parsed, opts);
     const res = await this.#get<GenericResource>('get resource', `${resourceId}?api-version=${apiVersion}`, parsed.subscriptionId, opts);
     if (!res) return undefined;
-    return { id: res.id ?? resourceId, location: res.location ?? '', principalIds: await this.#principals(res.identity, opts) };
+    const principalIds = await this.#principals(res.identity, opts);
+    // A user-assigned identity is the identity itself: a workload that presents its token directly (AKS workload
+    // identity, any federated workload) names the identity as its resource, and the token's xms_mirid names it too.
+    if (isUserAssignedIdentity(parsed) && res.properties?.principalId) principalIds.push(res.properties.principalId);
+    return { id: res.id ?? resourceId, location: res.location ?? '', principalIds };
   }
 
   #computeFor(subscriptionId: string): ComputeManagementClient {
