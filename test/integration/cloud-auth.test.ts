@@ -228,7 +228,7 @@ describe('login', () => {
 
   it('flexible VMSS: an instance "flex_<id>" logs in; the identity\'s principal id is read through arm-msi', async () => {
     await role('flex', { bound_scale_sets: 'flex' });
-    const instance = `/subscriptions/${sub}/resourceGroups/${RG}/providers/Microsoft.Compute/virtualMachines/flex_a1b2c3d4`;
+    const instance = emu.compute.addVirtualMachine({ subscriptionId: sub, resourceGroup: RG, name: 'flex_a1b2c3d4', systemAssigned: false, userAssigned: [flexIdentity], scaleSet: flex }).id;
     const jwt = await mint({ identity: flexIdentity.identity, userAssignedResourceId: flexIdentity.id, hostResourceId: instance });
     emu.requestLog.clear();
     const res = await login({ role: 'flex', jwt, subscription_id: sub, resource_group_name: RG, vmss_name: 'flex' });
@@ -237,6 +237,16 @@ describe('login', () => {
     expect(flex.orchestration).toBe('Flexible');
     const lookalike = await mint({ identity: flexIdentity.identity, userAssignedResourceId: flexIdentity.id, hostResourceId: instance.replace('flex_', 'flexible_') });
     expectDenied(await login({ role: 'flex', jwt: lookalike, subscription_id: sub, resource_group_name: RG, vmss_name: 'flex' }), /not an instance of vmss_name/);
+  });
+
+  it('flexible VMSS: "a VM outside the scale set that carries its identity and follows its naming is not an instance"', async () => {
+    await role('flex-only', { bound_scale_sets: 'flex' });
+    const rogue = emu.compute.addVirtualMachine({ subscriptionId: sub, resourceGroup: RG, name: 'flex_rogue', systemAssigned: false, userAssigned: [flexIdentity] });
+    const jwt = await mint({ identity: flexIdentity.identity, userAssignedResourceId: flexIdentity.id, hostResourceId: rogue.id });
+    expectDenied(await login({ role: 'flex-only', jwt, subscription_id: sub, resource_group_name: RG, vmss_name: 'flex' }), /not a member of vmss_name/);
+    // A claimed instance that does not exist at all is refused the same way.
+    const ghost = await mint({ identity: flexIdentity.identity, userAssignedResourceId: flexIdentity.id, hostResourceId: rogue.id.replace('flex_rogue', 'flex_ghost') });
+    expectDenied(await login({ role: 'flex-only', jwt: ghost, subscription_id: sub, resource_group_name: RG, vmss_name: 'flex' }), /not a member of vmss_name/);
   });
 
   it('resource_id role: an App Service identity logs in; the API version comes from the provider (newest stable)', async () => {

@@ -2,8 +2,8 @@
  * Verification of the caller's compute resource with ARM, for roles with subscription, resource group,
  * location or scale set bounds. The token's resource claim must name exactly the resource the caller
  * names (same subscription, resource group and name: whole ids, not substrings), ARM must confirm the
- * resource and list the token's oid among its identities, and the resource's placement must satisfy
- * the role's bounds.
+ * resource and list the token's oid among its identities (and, for a flexible scale set's instance, list the
+ * instance VM as a member of the set), and the resource's placement must satisfy the role's bounds.
  */
 import { BadRequestError, PermissionDeniedError } from '../../core/errors.ts';
 import { parseResourceId, type ComputeClient, type ComputeResource } from '../../providers/azure/compute.ts';
@@ -38,6 +38,15 @@ interface Target {
   kind: 'virtual machine' | 'scale set' | 'resource';
   fetch: () => Promise<ComputeResource | undefined>;
   scaleSet?: string;
+  /** A flexible scale set's instance is a VM of its own, named by the claim: ARM must list it as a member. */
+  instance?: { subscriptionId: string; resourceGroup: string; name: string };
+}
+
+/** The standalone VM a flexible instance claim names (uniform instances and the scale set itself name no VM of their own). */
+function flexibleInstance(claim: string): Target['instance'] {
+  const vm = parseResourceId(claim);
+  if (!vm || vm.namespace.toLowerCase() !== 'microsoft.compute' || vm.type.toLowerCase() !== 'virtualmachines') return undefined;
+  return { subscriptionId: vm.subscriptionId, resourceGroup: vm.resourceGroup, name: vm.name };
 }
 
 /** Which resource the login names (vmss_name wins over vm_name, which wins over resource_id, as in Vault) and its claim check. */
@@ -47,7 +56,10 @@ function target(compute: ComputeClient, login: Required<Pick<ResourceLogin, 'sub
   if (!claim) throw deny('token has neither an xms_az_rid nor an xms_mirid claim naming its resource');
   if (login.vmss_name) {
     if (!isScaleSetInstance(claim, placement, login.vmss_name)) throw deny("token's resource claim is not an instance of vmss_name in subscription_id and resource_group_name");
-    return { kind: 'scale set', scaleSet: login.vmss_name, fetch: () => compute.getScaleSet(login.subscription_id, login.resource_group_name, login.vmss_name!, opts) };
+    return {
+      kind: 'scale set', scaleSet: login.vmss_name, instance: flexibleInstance(claim),
+      fetch: () => compute.getScaleSet(login.subscription_id, login.resource_group_name, login.vmss_name!, opts),
+    };
   }
   if (login.vm_name) {
     if (!sameResourceId(claim, vmId(placement, login.vm_name))) throw deny("token's resource claim does not name vm_name in subscription_id and resource_group_name");
@@ -67,6 +79,13 @@ export async function verifyResource(compute: ComputeClient, bounds: RoleBounds,
   const resource = await t.fetch();
   if (!resource) throw deny(`the named ${t.kind} does not exist in subscription_id and resource_group_name`);
   if (!resource.principalIds.some((p) => p.toLowerCase() === claims.oid.toLowerCase())) throw deny(`token's object id is not an identity of the named ${t.kind}`);
+  if (t.instance) {
+    // The name only follows the scale set's convention; a VM outside it that carries the same identity must not pass as an instance.
+    const vm = await compute.getVirtualMachine(t.instance.subscriptionId, t.instance.resourceGroup, t.instance.name, opts);
+    if (!vm?.scaleSetId || !sameResourceId(vm.scaleSetId, resource.id)) {
+      throw deny("the VM named by the token's resource claim is not a member of vmss_name");
+    }
+  }
   const placement: VerifiedPlacement = { subscriptionId: full.subscription_id, resourceGroup: full.resource_group_name, location: resource.location, scaleSet: t.scaleSet };
   checkPlacementBounds(bounds, placement);
   return placement;

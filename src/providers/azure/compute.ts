@@ -21,6 +21,8 @@ export interface ComputeResource {
   location: string;
   /** System-assigned principal id and every user-assigned identity's principal id. */
   principalIds: string[];
+  /** For a VM: the scale set it belongs to (flexible orchestration), if any. */
+  scaleSetId?: string;
 }
 
 export interface ComputeClient {
@@ -87,7 +89,7 @@ export class SdkComputeClient implements ComputeClient {
   async getVirtualMachine(subscriptionId: string, resourceGroup: string, name: string, opts?: CallOptions): Promise<ComputeResource | undefined> {
     const vm = await this.#call('get virtual machine', opts, () => this.#computeFor(subscriptionId).virtualMachines.get(resourceGroup, name));
     if (!vm) return undefined;
-    return { id: vm.id ?? '', location: vm.location ?? '', principalIds: await this.#principals(vm.identity, opts) };
+    return { id: vm.id ?? '', location: vm.location ?? '', principalIds: await this.#principals(vm.identity, opts), scaleSetId: vm.virtualMachineScaleSet?.id };
   }
 
   async getScaleSet(subscriptionId: string, resourceGroup: string, name: string, opts?: CallOptions): Promise<ComputeResource | undefined> {

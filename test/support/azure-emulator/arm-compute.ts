@@ -19,6 +19,8 @@ export interface EmulatedResource {
   systemIdentity?: ManagedIdentity;
   userAssigned: UserAssignedIdentity[];
   orchestration?: Orchestration;
+  /** For a VM: the scale set it is an instance of. */
+  scaleSetId?: string;
 }
 
 export interface UserAssignedIdentity {
@@ -38,6 +40,8 @@ export interface ResourcePlacement {
 interface HostInput extends ResourcePlacement {
   systemAssigned?: boolean;
   userAssigned?: UserAssignedIdentity[];
+  /** A VM that is an instance of this (flexible) scale set. */
+  scaleSet?: EmulatedResource;
 }
 
 const resourceId = (p: ResourcePlacement, namespace: string, type: string): string =>
@@ -87,7 +91,7 @@ export class ComputeState {
     const id = resourceId(input, namespace, type);
     const resource: EmulatedResource = {
       id, type: `${namespace}/${type}`, name: input.name, location: input.location ?? 'eastus', userAssigned: input.userAssigned ?? [],
-      orchestration: input.orchestration,
+      orchestration: input.orchestration, scaleSetId: input.scaleSet?.id,
       systemIdentity: input.systemAssigned === false ? undefined : addManagedIdentity(this.#state, { name: input.name, systemAssigned: true, resourceId: id }),
     };
     this.resources.set(id.toLowerCase(), resource);
@@ -112,6 +116,7 @@ function identityView(r: EmulatedResource, tenantId: string): Record<string, unk
 function resourceView(r: EmulatedResource, tenantId: string): Record<string, unknown> {
   const properties: Record<string, unknown> = { provisioningState: 'Succeeded' };
   if (r.orchestration) properties.orchestrationMode = r.orchestration;
+  if (r.scaleSetId) properties.virtualMachineScaleSet = { id: r.scaleSetId };
   return { id: r.id, name: r.name, type: r.type, location: r.location, identity: identityView(r, tenantId), properties };
 }
 
