@@ -13,7 +13,8 @@
  * server, raw) and the best of each is kept; the spread between rounds is printed as the noise indicator.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Attribute, Change, Client } from 'ldapts';
@@ -65,12 +66,32 @@ async function closedLoop(seconds: number, concurrency: number, op: (worker: num
   return { perSecond: done / ((performance.now() - started) / 1000), errors, firstError, cpuUs };
 }
 
-/** Alternates ours/raw for ROUNDS rounds; the best of each and the spread of each (noise). */
-async function alternate<T>(ours: () => Promise<T>, raw: () => Promise<T>, value: (t: T) => number) {
+/** With BENCH_CPU_PROF=<dir>, a CPU profile of this process (the in-process server and its client) while `fn` runs. */
+async function profiled<T>(name: string, fn: () => Promise<T>): Promise<T> {
+  const dir = process.env.BENCH_CPU_PROF;
+  if (!dir) return fn();
+  const session = new Session();
+  session.connect();
+  await session.post('Profiler.enable');
+  await session.post('Profiler.start');
+  try {
+    return await fn();
+  } finally {
+    const { profile } = await session.post('Profiler.stop');
+    writeFileSync(join(dir, `${name}.cpuprofile`), JSON.stringify(profile));
+    session.disconnect();
+  }
+}
+
+/**
+ * Alternates ours/raw for ROUNDS rounds; the best of each and the spread of each (noise). Where our side runs in
+ * this process, `profile` names its rounds' CPU profiles.
+ */
+async function alternate<T>(ours: () => Promise<T>, raw: () => Promise<T>, value: (t: T) => number, profile?: string) {
   const a: T[] = [];
   const b: T[] = [];
   for (let i = 0; i < ROUNDS; i++) {
-    a.push(await ours());
+    a.push(await (profile ? profiled(`${profile}-round${i + 1}`, ours) : ours()));
     b.push(await raw());
   }
   const best = (xs: T[]) => xs.reduce((x, y) => (value(y) > value(x) ? y : x));
@@ -178,6 +199,7 @@ async function benchRotations(facts: SlapdFacts, seconds: number): Promise<strin
           () => closedLoop(seconds, count, (i) => must(s, 'POST', `ldap/rotate-role/${names[i]}`)),
           () => closedLoop(seconds, count, (i) => raw.modify(ou.serviceAccounts[i]!.dn, [passwordChange(newPassword())])),
           (r) => r.perSecond,
+          'ldap-rotations',
         );
         return [
           rateLine(`rotations: rotate-role, ${count} roles, ${count} concurrent`, m.ours, 'rotations'),
@@ -237,6 +259,7 @@ async function benchDynamic(facts: SlapdFacts, seconds: number): Promise<string[
             await raw.del(dn);
           }),
           (r) => r.perSecond,
+          'ldap-dynamic',
         );
         return [
           rateLine(`dynamic: creds issue + lease revoke, ${concurrency} concurrent`, m.ours, 'cycles'),
@@ -296,6 +319,7 @@ async function benchLibrary(facts: SlapdFacts, seconds: number): Promise<string[
           }),
           () => closedLoop(seconds, concurrency, (i) => raw.modify(ou.serviceAccounts[i]!.dn, [passwordChange(newPassword())])),
           (r) => r.perSecond,
+          'ldap-library',
         );
         const status = (await must(s, 'GET', 'ldap/library/bench/status')).data as Record<string, { available: boolean }>;
         const stillOut = Object.values(status).filter((a) => !a.available).length;
