@@ -40,9 +40,24 @@ function apply({ bytes, batch }: WriterRequest): boolean[] {
   });
 }
 
+/**
+ * Commits start at least this far apart. Below 500 commits a second nothing waits; above it, what arrives in the
+ * meantime joins the next commit instead of making one of its own. Every commit costs both threads a wake-up and
+ * a message, and the directory beside it shares the same cores and disk. Measured on 2 cores against slapd: CPU
+ * per LDAP rotation -19% (~450 -> ~360 us), rotations/s +1-9%; logins over HTTP unchanged at 2 ms (-12% at 8 ms,
+ * where 64 clients wait on the longer commits).
+ */
+const MIN_COMMIT_INTERVAL_MS = 2;
+const pause = new Int32Array(new SharedArrayBuffer(4));
+let lastStart = Number.NEGATIVE_INFINITY;
+
 const port = parentPort!;
 port.on('message', (first: WriterRequest) => {
-  // Everything the request thread posted while the last commit ran joins this one: one fsync for all of it.
+  const wait = lastStart + MIN_COMMIT_INTERVAL_MS - performance.now();
+  // Blocking is this thread's job: it does nothing else meanwhile, and the request thread keeps queueing.
+  if (wait > 0) Atomics.wait(pause, 0, 0, wait);
+  lastStart = performance.now();
+  // Everything the request thread posted while the last commit ran (or while waiting) joins this one: one fsync for all of it.
   const requests = [first];
   for (let next = receiveMessageOnPort(port); next; next = receiveMessageOnPort(port)) requests.push(next.message as WriterRequest);
   const ids = requests.map((r) => r.id);
