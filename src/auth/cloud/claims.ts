@@ -5,7 +5,7 @@
  * vm_name "web" match a token from ".../virtualMachines/web01" (design point 7).
  */
 import { PermissionDeniedError } from '../../core/errors.ts';
-import { parseResourceId } from '../../providers/azure/compute.ts';
+import { parseResourceId, type ParsedResourceId } from '../../providers/azure/compute.ts';
 
 export interface LoginClaims {
   /** Object id of the managed identity or service principal. */
@@ -71,6 +71,12 @@ export const vmId = (p: Placement, name: string): string =>
 export const scaleSetId = (p: Placement, name: string): string =>
   `/subscriptions/${p.subscriptionId}/resourceGroups/${p.resourceGroup}/providers/Microsoft.Compute/virtualMachineScaleSets/${name}`;
 
+/** The standalone VM a claim names (a flexible scale set's instance or a plain VM); uniform instances are not one. */
+export function standaloneVm(claim: string): ParsedResourceId | undefined {
+  const vm = parseResourceId(claim);
+  return vm && vm.namespace.toLowerCase() === 'microsoft.compute' && vm.type.toLowerCase() === 'virtualmachines' ? vm : undefined;
+}
+
 /**
  * Whether a host claim is an instance of the named scale set: in uniform orchestration the claim is
  * the scale set itself (or one of its instances below it); in flexible orchestration it is a VM of the
@@ -80,8 +86,8 @@ export function isScaleSetInstance(claim: string, p: Placement, vmss: string): b
   const set = normalise(scaleSetId(p, vmss));
   const c = normalise(claim);
   if (c === set || (c.startsWith(`${set}/`) && /^\/virtualmachines\/[^/]+$/.test(c.slice(set.length)))) return true;
-  const vm = parseResourceId(claim);
-  if (!vm || vm.namespace.toLowerCase() !== 'microsoft.compute' || vm.type.toLowerCase() !== 'virtualmachines') return false;
+  const vm = standaloneVm(claim);
+  if (!vm) return false;
   const prefix = `${vmss.toLowerCase()}_`;
   return sameResourceId(vmId(vm, ''), vmId(p, '')) && vm.name.toLowerCase().startsWith(prefix) && vm.name.length > prefix.length;
 }

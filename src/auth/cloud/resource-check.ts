@@ -6,10 +6,10 @@
  * instance VM as a member of the set), and the resource's placement must satisfy the role's bounds.
  */
 import { BadRequestError, PermissionDeniedError } from '../../core/errors.ts';
-import { parseResourceId, type ComputeClient, type ComputeResource } from '../../providers/azure/compute.ts';
+import { parseResourceId, type ComputeClient, type ComputeResource, type ParsedResourceId } from '../../providers/azure/compute.ts';
 import type { CallOptions } from '../../providers/azure/retry.ts';
 import { checkPlacementBounds, type RoleBounds, type VerifiedPlacement } from './bounds.ts';
-import { hostResourceClaim, isScaleSetInstance, sameResourceId, vmId, type LoginClaims } from './claims.ts';
+import { hostResourceClaim, isScaleSetInstance, sameResourceId, standaloneVm, vmId, type LoginClaims } from './claims.ts';
 
 export interface ResourceLogin {
   subscription_id?: string;
@@ -39,14 +39,7 @@ interface Target {
   fetch: () => Promise<ComputeResource | undefined>;
   scaleSet?: string;
   /** A flexible scale set's instance is a VM of its own, named by the claim: ARM must list it as a member. */
-  instance?: { subscriptionId: string; resourceGroup: string; name: string };
-}
-
-/** The standalone VM a flexible instance claim names (uniform instances and the scale set itself name no VM of their own). */
-function flexibleInstance(claim: string): Target['instance'] {
-  const vm = parseResourceId(claim);
-  if (!vm || vm.namespace.toLowerCase() !== 'microsoft.compute' || vm.type.toLowerCase() !== 'virtualmachines') return undefined;
-  return { subscriptionId: vm.subscriptionId, resourceGroup: vm.resourceGroup, name: vm.name };
+  instance?: ParsedResourceId;
 }
 
 /** Which resource the login names (vmss_name wins over vm_name, which wins over resource_id, as in Vault) and its claim check. */
@@ -57,7 +50,7 @@ function target(compute: ComputeClient, login: Required<Pick<ResourceLogin, 'sub
   if (login.vmss_name) {
     if (!isScaleSetInstance(claim, placement, login.vmss_name)) throw deny("token's resource claim is not an instance of vmss_name in subscription_id and resource_group_name");
     return {
-      kind: 'scale set', scaleSet: login.vmss_name, instance: flexibleInstance(claim),
+      kind: 'scale set', scaleSet: login.vmss_name, instance: standaloneVm(claim),
       fetch: () => compute.getScaleSet(login.subscription_id, login.resource_group_name, login.vmss_name!, opts),
     };
   }
