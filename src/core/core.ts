@@ -6,12 +6,12 @@ import { validateFields } from './fields.ts';
 import type { Backend, BackendContext, BackendFactory, BackendRequest, BackendResponse, CallerInfo, MountInfo, Operation, SecretResponse, SecretType } from './framework.ts';
 import { IdentityStore } from './identity.ts';
 import { newRequestId, randomBase62 } from './ids.ts';
-import { LeaseManager, minPositive } from './leases.ts';
+import { LeaseManager, minPositive, type NewLease } from './leases.ts';
 import { MountTable, storagePrefix, type MountEntry } from './mounts.ts';
 import { PolicyStore } from './policy-store.ts';
 import { PathTable, isRootProtected, pathProblem } from './router.ts';
 import type { Storage } from './storage/types.ts';
-import { StorageView } from './storage/view.ts';
+import { StorageView, type PreparedWrite } from './storage/view.ts';
 import { TokenStore, type TokenEntry } from './tokens.ts';
 import { issueToken, type IssuedToken } from './token-issue.ts';
 
@@ -229,7 +229,7 @@ export class Core {
         defaultLeaseTtl: () => this.effectiveTtls(this.mounts.get(entry.path) ?? entry).default,
         maxLeaseTtl: () => this.effectiveTtls(this.mounts.get(entry.path) ?? entry).max,
         generatePassword: (name) => this.policies.generate(name),
-        forgetLease: (id) => this.leases.forget(id),
+        leaseEnd: (id) => this.leases.prepareEnd(id),
         leaseExists: async (id) => (await this.leases.get(id)) !== undefined,
         leaseIds: (prefix) => this.leases.idsUnder(`${entry.path}${prefix}`),
         generateIdentityToken: (audience, ttl) => this.identityTokens.generate(this.mounts.get(entry.path) ?? entry, audience, ttl),
@@ -311,11 +311,26 @@ export class Core {
 
     const { values, errors } = validateFields(match.def.fields ?? {}, input);
     let stored: { ttl: number; renewable: boolean } | undefined;
-    const storeLease = async (secret: SecretResponse): Promise<void> => {
+    const lease = (secret: SecretResponse): NewLease => {
       if (stored) throw new Error('a request can store only one lease');
-      stored = await this.#registerSecretLease(secret, mounted, backendReq.leaseId, token);
+      return this.#secretLease(secret, mounted, backendReq.leaseId, token);
     };
-    const backendReq = new PipelineRequest(operation, requestId, relative, match.params, values, input, mounted, caller, req.remoteAddress, path, storeLease);
+    const leases: LeaseHooks = {
+      register: async (secret) => {
+        const entry = lease(secret);
+        await this.leases.register(entry);
+        stored = entry;
+      },
+      write: (secret) => {
+        const entry = lease(secret);
+        const { write } = this.leases.prepare(entry);
+        return { ops: write.ops, committed: () => {
+          stored = entry;
+          write.committed();
+        } };
+      },
+    };
+    const backendReq = new PipelineRequest(operation, requestId, relative, match.params, values, input, mounted, caller, req.remoteAddress, path, leases);
 
     if (operation === 'update' && match.def.existenceCheck && errors.length === 0) {
       if (!(await match.def.existenceCheck(backendReq))) operation = 'create';
@@ -350,7 +365,7 @@ export class Core {
     let issuedLease = '';
     if (response?.secret) {
       const secret = response.secret;
-      const lease = stored ?? (await this.#registerSecretLease(secret, mounted, backendReq.leaseId, token));
+      const lease = stored ?? (await this.leases.register(this.#secretLease(secret, mounted, backendReq.leaseId, token)));
       // The secret is handed out either way; a record left behind is cleared by the engine's own sweep.
       await secret.registered?.().catch((err: unknown) => this.logger.warn({ mount: mounted.entry.path, err: (err as Error).message }, 'releasing the write-ahead record of an issued secret failed'));
       leaseDuration = lease.ttl;
@@ -383,19 +398,17 @@ export class Core {
     return { status: response?.status ?? 200, headers: { 'content-type': 'application/json' }, body: JSON.stringify(envelope) };
   }
 
-  /** Stores a secret's lease with its TTL clamped by the engine's cap, the mount and the system. */
-  async #registerSecretLease(secret: SecretResponse, mounted: Mounted, id: string, token: TokenEntry | undefined): Promise<{ ttl: number; renewable: boolean }> {
+  /** A secret's lease, its TTL clamped by the engine's cap, the mount and the system. */
+  #secretLease(secret: SecretResponse, mounted: Mounted, id: string, token: TokenEntry | undefined): NewLease {
     const ttls = this.effectiveTtls(mounted.entry);
     const max = minPositive(ttls.max, secret.maxTtl ?? 0);
     let ttl = secret.ttl > 0 ? secret.ttl : ttls.default;
     ttl = max > 0 ? Math.min(ttl, max) : ttl;
     const now = this.clock.now();
-    const renewable = secret.renewable ?? true;
-    await this.leases.register({
+    return {
       id, kind: 'secret', mountPath: mounted.entry.path, secretType: secret.type, internal: secret.internal,
-      issueTime: now, expireTime: now + ttl * 1000, ttl, maxTtl: secret.maxTtl ?? 0, renewable, tokenSalted: token?.salted ?? '',
-    });
-    return { ttl, renewable };
+      issueTime: now, expireTime: now + ttl * 1000, ttl, maxTtl: secret.maxTtl ?? 0, renewable: secret.renewable ?? true, tokenSalted: token?.salted ?? '',
+    };
   }
 
   /** A login answered by an auth method: resolve identity, clamp TTLs by the mount, issue the token. */
@@ -492,6 +505,12 @@ function injectsData(path: string): boolean {
   return /^sys\/(mounts|auth|policy|policies\/acl|capabilities)/.test(path) && !/^sys\/policies\/password/.test(path);
 }
 
+/** How a request's lease is stored by the engine before it answers (see BackendRequest). */
+interface LeaseHooks {
+  register(secret: SecretResponse): Promise<void>;
+  write(secret: SecretResponse): PreparedWrite;
+}
+
 /**
  * What a backend handler receives. A class rather than a literal per request: the lazily made lease id is a
  * prototype getter instead of an accessor defined on every request object.
@@ -509,11 +528,12 @@ class PipelineRequest implements BackendRequest {
   readonly #input: Record<string, unknown>;
   readonly #fullPath: string;
   #leaseId: string | undefined;
-  readonly registerLease: (secret: SecretResponse) => Promise<void>;
+  readonly registerLease: LeaseHooks['register'];
+  readonly leaseWrite: LeaseHooks['write'];
 
   constructor(operation: Operation, requestId: string, path: string, params: Record<string, string>, data: Record<string, unknown>,
     input: Record<string, unknown>, mounted: Mounted, caller: CallerInfo | undefined, remoteAddress: string, fullPath: string,
-    registerLease: (secret: SecretResponse) => Promise<void>) {
+    leases: LeaseHooks) {
     this.operation = operation;
     this.requestId = requestId;
     this.path = path;
@@ -525,7 +545,8 @@ class PipelineRequest implements BackendRequest {
     this.remoteAddress = remoteAddress;
     this.#input = input;
     this.#fullPath = fullPath;
-    this.registerLease = registerLease;
+    this.registerLease = leases.register;
+    this.leaseWrite = leases.write;
   }
 
   /** An own property, not a method: handlers pass `req.has` around detached. */

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { Clock } from './clock.ts';
 import type { FieldValues, Fields } from './fields.ts';
-import type { StorageView } from './storage/view.ts';
+import type { PreparedWrite, StorageView } from './storage/view.ts';
 
 /**
  * The contract between the core and every engine or auth method ("backend"). A backend declares its paths;
@@ -50,6 +50,12 @@ export interface BackendRequest<F extends Fields = Fields> {
    * forgotten: an engine undoes its own partial work before reporting a failure.
    */
   registerLease(secret: SecretResponse): Promise<void>;
+  /**
+   * This request's lease as writes for the engine to commit with its own record of the secret
+   * (`StorageView.transaction`'s `alongside`): the record and its lease land together or not at all. Once
+   * committed it counts as registered, as with registerLease; prepared and never committed, it is nothing.
+   */
+  leaseWrite(secret: SecretResponse): PreparedWrite;
 }
 
 export interface SecretResponse {
@@ -170,8 +176,11 @@ export interface SystemView {
   maxLeaseTtl(): number;
   /** Generates from the named password policy, or the server default when name is empty; 400 naming a missing policy. */
   generatePassword(policyName?: string): Promise<string>;
-  /** Ends a lease without calling the engine's revoke (the engine already undid the secret). */
-  forgetLease(leaseId: string): Promise<void>;
+  /**
+   * The writes that end a lease without calling the engine's revoke, for committing with the engine's own record
+   * of the secret's end (`StorageView.transaction`'s `alongside`); undefined when the lease does not exist.
+   */
+  leaseEnd(leaseId: string): Promise<PreparedWrite | undefined>;
   /** Whether a lease is stored (a write-ahead record naming one tells by this if it was ever handed out). */
   leaseExists(leaseId: string): Promise<boolean>;
   /** Ids of this mount's outstanding leases whose path starts with `prefix` (relative to the mount). */

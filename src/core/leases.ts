@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import type { Clock } from './clock.ts';
 import { BadRequestError } from './errors.ts';
 import type { LeaseView, SecretType } from './framework.ts';
+import type { StorageOp } from './storage/types.ts';
 import type { PreparedWrite, StorageView } from './storage/view.ts';
 
 export const leaseEntrySchema = z.object({
@@ -157,8 +158,17 @@ export class LeaseManager {
 
   /** Deletes the lease record without calling the engine (it already undid the secret). */
   async forget(id: string): Promise<void> {
+    const end = await this.prepareEnd(id);
+    if (end) await this.#d.view.commit([end]);
+  }
+
+  /**
+   * The writes that delete a lease record without calling the engine, for committing together with the engine's
+   * own record of the secret's end; undefined when there is no such lease.
+   */
+  async prepareEnd(id: string): Promise<PreparedWrite | undefined> {
     const entry = await this.get(id);
-    if (entry) await this.#delete(entry);
+    return entry && { ops: this.#d.view.qualify(this.#deletion(entry)), committed: () => this.#disarm(entry.id) };
   }
 
   /** Revokes every secret lease issued with a token (best effort: failures stay scheduled for retry). */
@@ -240,21 +250,28 @@ export class LeaseManager {
     const newKey = `time/${bucketName(this.#dueAt(after))}/${leaseKey(after.id)}`;
     const ops = [{ type: 'put' as const, key: `id/${after.id}`, value: Buffer.from(JSON.stringify(after)) }];
     await this.#d.view.transaction(oldKey === newKey ? ops : [...ops, { type: 'delete', key: oldKey }, { type: 'put', key: newKey, value: Buffer.from(after.id) }]);
-    this.#timers.get(after.id)?.();
-    this.#timers.delete(after.id);
+    this.#disarm(after.id);
     this.#armIfSoon(after);
     return after;
   }
 
   async #delete(entry: LeaseEntry): Promise<void> {
-    this.#timers.get(entry.id)?.();
-    this.#timers.delete(entry.id);
-    const ops: Array<{ type: 'delete'; key: string }> = [
+    this.#disarm(entry.id);
+    await this.#d.view.transaction(this.#deletion(entry));
+  }
+
+  #deletion(entry: LeaseEntry): StorageOp[] {
+    const ops: StorageOp[] = [
       { type: 'delete', key: `id/${entry.id}` },
       { type: 'delete', key: `time/${bucketName(this.#dueAt(entry))}/${leaseKey(entry.id)}` },
     ];
     if (entry.tokenSalted && entry.kind === 'secret') ops.push({ type: 'delete', key: `token/${entry.tokenSalted}/${leaseKey(entry.id)}` });
-    await this.#d.view.transaction(ops);
+    return ops;
+  }
+
+  #disarm(id: string): void {
+    this.#timers.get(id)?.();
+    this.#timers.delete(id);
   }
 
   #armIfSoon(entry: LeaseEntry): void {

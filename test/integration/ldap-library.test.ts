@@ -461,12 +461,37 @@ describe('library check-out leases', () => {
     expect(await binds(lent.name, lent.password)).toBe(false);
   });
 
-  it('"a loan whose lease was never stored (a crash between lend and lease) is taken back at the next start"', async () => {
+  it('"a check-out stores the loan and its lease in one transaction: when that fails, nothing is lent"', async () => {
+    await setUpOnSqlite({ solo: { service_account_names: ['svc1'] } });
+    // The write that stores the lease fails (a full disk): the loan must not be stored without it.
+    const transaction = s.core.barrier.transaction.bind(s.core.barrier);
+    vi.spyOn(s.core.barrier, 'transaction').mockImplementationOnce(async (ops, conditions) => {
+      if (ops.some((op) => op.key.includes('/check-out/'))) throw new Error('disk full');
+      return transaction(ops, conditions);
+    });
+    expect((await checkOut('solo')).status).toBe(500);
+    expect((await status('solo')).svc1).toEqual({ available: true });
+    expect((await s.request('LIST', 'sys/leases/lookup/ldap/library/solo/check-out/')).status).toBe(404);
+    const lent = await checkedOut('solo');
+    expect(await binds(lent.name, lent.password)).toBe(true);
+  });
+
+  it('"a check-in records the account available and ends its lease in one transaction"', async () => {
+    await setUp();
+    const lent = await checkedOut('team');
+    const committed = vi.spyOn(s.core.barrier, 'transaction');
+    expect((await checkIn('team', 'root', [lent.name])).body.data).toEqual({ check_ins: [lent.name] });
+    const last = committed.mock.calls.at(-1)![0].map((op) => op.key);
+    expect(last.some((k) => k.endsWith(`library-account/${lent.name}`)) && last.some((k) => k.includes(lent.leaseId.split('/').at(-1)!))).toBe(true);
+    expect((await s.request('POST', 'sys/leases/lookup', { body: { lease_id: lent.leaseId } })).status).toBe(400);
+  });
+
+  it('"a loan whose lease is gone (deleted without the engine, or from an older store) is taken back at the next start"', async () => {
     const store = await setUpOnSqlite({ team: { service_account_names: ['svc0'] } });
     const kept = await checkedOut('team');
     await ok(s, 'POST', 'ldap/library/solo', { service_account_names: ['svc1'] });
-    vi.spyOn(s.core.leases, 'register').mockRejectedValueOnce(new Error('disk full'));
-    expect((await checkOut('solo')).status).toBe(500);
+    const orphan = await checkedOut('solo');
+    await s.core.leases.forget(orphan.leaseId);
     expect((await status('solo')).svc1.available).toBe(false);
     await clock.advance(1000);
     await store.restart();

@@ -38,8 +38,15 @@ export class StorageView {
   list(prefix = ''): Promise<string[]> {
     return this.#inner.list(this.prefix + prefix);
   }
-  transaction(ops: StorageOp[], conditions: StorageCondition[] = []): Promise<boolean> {
-    return this.#inner.transaction(this.qualify(ops), conditions.map((c) => ({ ...c, key: this.prefix + c.key })));
+  /**
+   * Writes `ops` if every condition holds, together with `alongside` (writes other stores prepared, e.g. a lease):
+   * all of them land or none. Each prepared write's `committed` runs once they have landed.
+   */
+  async transaction(ops: StorageOp[], conditions: StorageCondition[] = [], alongside: PreparedWrite[] = []): Promise<boolean> {
+    const all = alongside.length === 0 ? this.qualify(ops) : [...this.qualify(ops), ...alongside.flatMap((w) => w.ops)];
+    const applied = await this.#inner.transaction(all, conditions.map((c) => ({ ...c, key: this.prefix + c.key })));
+    if (applied) for (const w of alongside) w.committed();
+    return applied;
   }
 
   /** The same operations with this view's prefix, for a `PreparedWrite`. */
@@ -49,8 +56,7 @@ export class StorageView {
 
   /** Commits prepared writes (from views over the same storage) in one transaction: all land or none. */
   async commit(writes: PreparedWrite[]): Promise<void> {
-    await this.#inner.transaction(writes.flatMap((w) => w.ops));
-    for (const w of writes) w.committed();
+    await this.transaction([], [], writes);
   }
 
   async getJson<T>(key: string, parse?: (raw: unknown) => T): Promise<T | undefined> {

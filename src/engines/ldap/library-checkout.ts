@@ -11,7 +11,8 @@
  */
 import { BadRequestError, NotFoundError, PermissionDeniedError } from '../../core/errors.ts';
 import { field } from '../../core/fields.ts';
-import { definePath, type BackendRequest, type CallerInfo, type LeaseView, type SecretType } from '../../core/framework.ts';
+import { definePath, type BackendRequest, type CallerInfo, type LeaseView, type SecretResponse, type SecretType } from '../../core/framework.ts';
+import type { PreparedWrite } from '../../core/storage/view.ts';
 import type { LdapEngine, LdapEnginePart } from './config.ts';
 import {
   SET_NAME, listAccountNames, putAccountOp, readAccount, readLibrarySet, returningClaim, swapAccount, unchangedAccount,
@@ -74,23 +75,23 @@ export async function checkInAccount(engine: Engine, name: string, accept: (acco
       commit: (password, dn) => [putAccountOp({ state: 'available', name, dn, password })],
       // Only our claim becomes available: never overwrite a state another server wrote.
       commitConditions: [unchangedAccount(name, claim?.claimed ?? snapshot)],
+      // The borrower's lease ends in the same transaction, so no lease outlives its loan.
+      commitAlongside: async () => {
+        const end = await engine.ctx.system.leaseEnd(account.borrower.lease_id);
+        return end ? [end] : [];
+      },
     });
-    if (!changed) return false;
-    // Ends the borrower's lease so it cannot later revoke anything; a failure here is harmless because
-    // that lease's revoke only acts on an account still lent under it.
-    await engine.ctx.system.forgetLease(account.borrower.lease_id).catch((err: unknown) => {
-      engine.ctx.logger.warn({ err: { message: (err as Error).message }, account: name }, 'ending the lease of a checked-in account failed');
-    });
-    return true;
+    return changed !== undefined;
   });
 }
 
 /**
  * At start-up: finishes check-ins that a crash or a directory failure interrupted, and takes back loans whose
- * lease does not exist. The core stores a check-out's lease after the account is marked lent, so a crash in
- * between (or a forced revocation that skipped the engine) leaves a loan no expiry would ever end. Only loans
- * made before `startedAt` are judged: this runs beside new requests, whose leases may not be stored yet. An
- * orphaned loan is checked in like any other: a new password.
+ * lease does not exist. A check-out stores its loan and its lease in one transaction, but a forced revocation
+ * whose engine call failed deletes the lease anyway, and stores written before loans and leases were committed
+ * together may hold a loan whose lease was never stored: no expiry would ever end those. Only loans made before
+ * `startedAt` are judged (this runs beside new check-outs). An orphaned loan is checked in like any other: a new
+ * password.
  */
 async function resumeCheckIns(engine: Engine, startedAt: number): Promise<void> {
   for (const name of await listAccountNames(engine.storage)) {
@@ -161,12 +162,13 @@ export function libraryCheckoutPart(engine: Engine): LdapEnginePart {
    * by another server, or before a restart, are found that way).
    */
   const returned = new Set<string>();
-  const lend = (account: string, borrower: Borrower): Promise<string | undefined> => {
+  /** Lends `account` if it is available, storing the check-out's lease (`lease`) in the same transaction. */
+  const lend = (account: string, borrower: Borrower, lease: () => PreparedWrite): Promise<string | undefined> => {
     const attempt = (async () => {
       // A failed swap means another check-out (or a set update) changed the record: look again.
       for (let snapshot = await readAccount(storage, account); snapshot?.state.state === 'available'; snapshot = await readAccount(storage, account)) {
         const { password, dn } = snapshot.state;
-        if (await swapAccount(storage, snapshot, { state: 'lent', name: account, dn, password, borrower })) return password;
+        if (await swapAccount(storage, snapshot, { state: 'lent', name: account, dn, password, borrower }, [lease()])) return password;
       }
       return undefined;
     })().finally(() => {
@@ -240,10 +242,11 @@ export function libraryCheckoutPart(engine: Engine): LdapEnginePart {
             const borrower: Borrower = {
               entity_id: req.caller?.entityId ?? '', accessor: req.caller?.accessor ?? '', lease_id: req.leaseId, set: name, checked_out_at: engine.clock.now(),
             };
-            const lent = (account: string, password: string) => ({
-              data: { service_account_name: account, password },
-              secret: { type: CHECKOUT_SECRET_TYPE, ttl, maxTtl: set.max_ttl, renewable: true, internal: { set_name: name, service_account_name: account } },
+            const secret = (account: string): SecretResponse => ({
+              type: CHECKOUT_SECRET_TYPE, ttl, maxTtl: set.max_ttl, renewable: true, internal: { set_name: name, service_account_name: account },
             });
+            const lendTo = (account: string) => lend(account, borrower, () => req.leaseWrite(secret(account)));
+            const lent = (account: string, password: string) => ({ data: { service_account_name: account, password }, secret: secret(account) });
             // Accounts another check-out on this server is claiming are passed over at first: queueing behind
             // its commit only to lose made concurrent callers herd onto the same free account one commit at a time.
             const busy: string[] = [];
@@ -254,13 +257,13 @@ export function libraryCheckoutPart(engine: Engine): LdapEnginePart {
                 busy.push(account);
                 continue;
               }
-              const password = await lend(account, borrower);
+              const password = await lendTo(account);
               if (password !== undefined) return lent(account, password);
             }
             // Their claim may have failed (another server, a set update): then they are free for us.
             for (const account of busy) {
               while (lending.has(account)) await lending.get(account)!.catch(() => undefined);
-              const password = await lend(account, borrower);
+              const password = await lendTo(account);
               if (password !== undefined) return lent(account, password);
             }
             throw new BadRequestError('No service accounts available for check-out.');

@@ -10,7 +10,7 @@
  */
 import { z } from 'zod';
 import type { StorageCondition, StorageOp } from '../../core/storage/types.ts';
-import { jsonBytes, type StorageView } from '../../core/storage/view.ts';
+import { jsonBytes, type PreparedWrite, type StorageView } from '../../core/storage/view.ts';
 
 /** Same grammar as Vault's set names: word characters at both ends, `-` `.` `/` inside. */
 export const SET_NAME = String.raw`\w(?:[\w./-]*\w)?`;
@@ -100,7 +100,10 @@ export function returningClaim(account: LentAccount): { op: StorageOp; claimed: 
   return { op: { type: 'put', key: accountKey(state.name), value }, claimed: { state, raw: value } };
 }
 
-/** Moves an account from what `snapshot` saw to `next`; false when someone else changed it first. */
-export async function swapAccount(storage: StorageView, snapshot: AccountSnapshot, next: AccountState): Promise<boolean> {
-  return storage.transaction([putAccountOp(next)], [unchangedAccount(snapshot.state.name, snapshot)]);
+/**
+ * Moves an account from what `snapshot` saw to `next`, with `alongside` (a check-out's lease) in the same
+ * transaction; false, and nothing written, when someone else changed the account first.
+ */
+export async function swapAccount(storage: StorageView, snapshot: AccountSnapshot, next: AccountState, alongside: PreparedWrite[] = []): Promise<boolean> {
+  return storage.transaction([putAccountOp(next)], [unchangedAccount(snapshot.state.name, snapshot)], alongside);
 }

@@ -19,7 +19,7 @@ import type { Clock } from '../../core/clock.ts';
 import { ConflictError, StrongroomError } from '../../core/errors.ts';
 import { randomHex } from '../../core/ids.ts';
 import type { StorageCondition, StorageOp } from '../../core/storage/types.ts';
-import { jsonBytes, type StorageView } from '../../core/storage/view.ts';
+import { jsonBytes, type PreparedWrite, type StorageView } from '../../core/storage/view.ts';
 import type { AccountRef, LdapClient } from '../../providers/ldap/client.ts';
 import { LdapProviderError } from '../../providers/ldap/errors.ts';
 import { generatePassword, passwordSource, type LdapConfig, type LdapEngine } from './config.ts';
@@ -101,6 +101,8 @@ export interface PasswordChangeRequest {
    * state meanwhile), nothing is recorded, the WAL stays, and a ConflictError is thrown.
    */
   commitConditions?: StorageCondition[];
+  /** Writes of other stores that land in the commit transaction (e.g. the end of a borrower's lease), read just before it. */
+  commitAlongside?(): Promise<PreparedWrite[]>;
 }
 
 export interface PasswordChangeResult {
@@ -155,7 +157,8 @@ export async function changePasswordWithWal(engine: Pick<LdapEngine, 'storage' |
     const ops = await req.commit(wal.new_password, dn);
     let recorded: boolean;
     try {
-      recorded = await storage.transaction([...ops, { type: 'delete', key: walKey(req.target) }], req.commitConditions);
+      const alongside = (await req.commitAlongside?.()) ?? [];
+      recorded = await storage.transaction([...ops, { type: 'delete', key: walKey(req.target) }], req.commitConditions, alongside);
     } catch (err) {
       throw new UnrecordedPasswordError(err);
     }
