@@ -122,10 +122,11 @@ function statusEntry(account: AccountState | undefined): Record<string, unknown>
 /** Which accounts a check-in acts on; throws before anything changes when one may not be checked in. */
 async function checkInTargets(engine: Engine, setNameValue: string, set: LibrarySet, requested: string[] | undefined, mayCheckIn: (b: Borrower) => boolean): Promise<string[]> {
   if (requested && requested.length > 0) {
-    const members = new Map(set.service_account_names.map((m) => [m.toLowerCase(), m]));
     const names: string[] = [];
     for (const wanted of requested) {
-      const member = members.get(wanted.toLowerCase());
+      // A scan, not a map of the members: a check-in usually names one account, and sets are read per request.
+      const lower = wanted.toLowerCase();
+      const member = set.service_account_names.find((m) => m.toLowerCase() === lower);
       if (!member) throw new BadRequestError(`invalid value for field "service_account_names": "${wanted}" is not a member of library set "${setNameValue}"`);
       if (!names.includes(member)) names.push(member);
     }
