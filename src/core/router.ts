@@ -5,16 +5,21 @@ export interface PathMatch {
   params: Record<string, string>;
 }
 
-/** Compiled path table of one backend; patterns are tried in the backend's declared order. */
+/**
+ * Compiled path table of one backend; patterns are tried in the backend's declared order. A pattern's expression
+ * runs only when the path starts with the pattern's literal prefix: an engine declares dozens of patterns, and
+ * every request used to run the expressions of all those declared before its own.
+ */
 export class PathTable {
-  readonly #entries: Array<{ re: RegExp; def: PathDefinition }>;
+  readonly #entries: Array<{ literal: string; re: RegExp; def: PathDefinition }>;
 
   constructor(backend: Backend) {
-    this.#entries = backend.paths.map((def) => ({ re: new RegExp(`^(?:${def.pattern})$`), def }));
+    this.#entries = backend.paths.map((def) => ({ literal: literalPrefix(def.pattern), re: new RegExp(`^(?:${def.pattern})$`), def }));
   }
 
   match(path: string): PathMatch | undefined {
-    for (const { re, def } of this.#entries) {
+    for (const { literal, re, def } of this.#entries) {
+      if (!path.startsWith(literal)) continue;
       const m = re.exec(path);
       if (!m) continue;
       const params: Record<string, string> = {};
@@ -23,6 +28,25 @@ export class PathTable {
     }
     return undefined;
   }
+}
+
+/** The text every path a pattern matches starts with ('' when the pattern could start with anything). */
+export function literalPrefix(pattern: string): string {
+  let depth = 0;
+  let inClass = false;
+  for (let i = 0; i < pattern.length; i++) {
+    const c = pattern[i];
+    if (c === '\\') i++;
+    else if (inClass) inClass = c !== ']';
+    else if (c === '[') inClass = true;
+    else if (c === '(') depth++;
+    else if (c === ')') depth--;
+    // A top-level alternative may start differently.
+    else if (c === '|' && depth === 0) return '';
+  }
+  const literal = /^[^\\^$.|?*+()[\]{}]*/.exec(pattern)![0];
+  // A quantifier that allows zero repeats takes the last literal character with it.
+  return '?*{'.includes(pattern[literal.length] ?? '+') ? literal.slice(0, -1) : literal;
 }
 
 /**
