@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
 import { MemoryStorage } from '../../src/core/storage/memory.ts';
 import { SqliteStorage } from '../../src/core/storage/sqlite.ts';
 import type { Storage } from '../../src/core/storage/types.ts';
@@ -60,6 +61,27 @@ describe.each([
 });
 
 describe('SqliteStorage durability and group commit', () => {
+  it('"a store made with the earlier WITHOUT ROWID table is moved to the rowid layout with every row"', async () => {
+    const path = sqlitePath();
+    const old = new DatabaseSync(path);
+    old.exec('CREATE TABLE kv (key TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID');
+    const insert = old.prepare('INSERT INTO kv (key, value) VALUES (?, ?)');
+    for (let i = 0; i < 300; i++) insert.run(`k/${i}`, b(`v${i}`));
+    old.close();
+
+    const s = new SqliteStorage(path);
+    expect((await s.list('k/')).length).toBe(300);
+    expect((await s.get('k/123'))?.toString()).toBe('v123');
+    await s.put('k/300', b('v300'));
+    await s.close();
+
+    const check = new DatabaseSync(path);
+    const { sql } = check.prepare("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'kv'").get() as { sql: string };
+    expect(sql).not.toMatch(/WITHOUT ROWID/i);
+    expect((check.prepare('SELECT count(*) AS n FROM kv').get() as { n: number }).n).toBe(301);
+    check.close();
+  });
+
   it('"an acknowledged write is there after reopening the file"', async () => {
     const path = sqlitePath();
     const s = new SqliteStorage(path);
