@@ -315,7 +315,7 @@ export class Core {
       if (stored) throw new Error('a request can store only one lease');
       return this.#secretLease(secret, mounted, backendReq.leaseId, token);
     };
-    const leases: LeaseHooks = {
+    const leaseHooks: LeaseHooks = {
       register: async (secret) => {
         const entry = lease(secret);
         await this.leases.register(entry);
@@ -330,7 +330,7 @@ export class Core {
         } };
       },
     };
-    const backendReq = new PipelineRequest(operation, requestId, relative, match.params, values, input, mounted, caller, req.remoteAddress, path, leases);
+    const backendReq = new PipelineRequest(operation, requestId, relative, match.params, values, input, mounted, caller, req.remoteAddress, path, leaseHooks);
 
     if (operation === 'update' && match.def.existenceCheck && errors.length === 0) {
       if (!(await match.def.existenceCheck(backendReq))) operation = 'create';
@@ -365,7 +365,8 @@ export class Core {
     let issuedLease = '';
     if (response?.secret) {
       const secret = response.secret;
-      const lease = stored ?? (await this.leases.register(this.#secretLease(secret, mounted, backendReq.leaseId, token)));
+      if (!stored) await leaseHooks.register(secret);
+      const lease = stored!;
       // The secret is handed out either way; a record left behind is cleared by the engine's own sweep.
       await secret.registered?.().catch((err: unknown) => this.logger.warn({ mount: mounted.entry.path, err: (err as Error).message }, 'releasing the write-ahead record of an issued secret failed'));
       leaseDuration = lease.ttl;
