@@ -122,20 +122,17 @@ function pin(pid: number, cores: string): void {
   execFileSync('taskset', ['-a', '-p', '-c', cores, String(pid)], { stdio: 'ignore' });
 }
 
-/** Applies a placement; false when it cannot be had here (one core, or no `taskset`), leaving everything shared. */
+/** Applies a placement; false when it cannot be had here (one core, or no `taskset`). */
 function place(placement: Placement, slapd: number): boolean {
   const n = cpus().length;
+  if (placement === 'own core' && n < 2) return false;
   const all = `0-${n - 1}`;
   try {
-    if (placement === 'shared' || n < 2) {
-      pin(slapd, all);
-      pin(process.pid, all);
-      return placement === 'shared';
-    }
-    pin(slapd, '0');
-    pin(process.pid, `1-${n - 1}`);
+    pin(slapd, placement === 'own core' ? '0' : all);
+    pin(process.pid, placement === 'own core' ? `1-${n - 1}` : all);
     return true;
   } catch {
+    // No taskset (or a CPU set it may not use): nothing can be pinned, so everything is shared already.
     return placement === 'shared';
   }
 }
@@ -161,13 +158,17 @@ const placementSlug = (p: Placement) => p.replace(' ', '-');
 
 const placementNote = (p: Placement) => (p === 'own core' ? 'slapd on its own core' : 'every process on every core');
 
+/** One comparison as `alternate` measures it. */
+type Compared = { ours: Rate; raw: Rate; noise: number };
+
 /** The judged placement's lines (rates and verdict), then the other placement's ratio for comparison. */
-function placementLines(label: string, results: Array<{ placement: Placement; m: { ours: Rate; raw: Rate; noise: number } }>, lines: (m: { ours: Rate; raw: Rate; noise: number }) => string[]): string[] {
+function placementLines(label: string, results: Array<{ placement: Placement; m: Compared }>, lines: (m: Compared) => string[]): string[] {
   const [judged, ...others] = results;
+  const { placement, m } = judged!;
   return [
-    `${label} ${placementNote(judged!.placement)}:`,
-    ...lines(judged!.m),
-    verdict(label, ratio(judged!.m.ours.perSecond, judged!.m.raw.perSecond), TARGET, judged!.m.noise),
+    `${label} ${placementNote(placement)}:`,
+    ...lines(m),
+    verdict(label, ratio(m.ours.perSecond, m.raw.perSecond), TARGET, m.noise),
     ...others.map(({ placement, m }) => `${label} with ${placementNote(placement)} (not judged): ${fmt(m.ours.perSecond)} vs ${fmt(m.raw.perSecond)}/s = ` +
       `${fmt(ratio(m.ours.perSecond, m.raw.perSecond), 2)}x; CPU per op: this process ${fmt(m.ours.cpuUs?.self ?? 0)} vs ${fmt(m.raw.cpuUs?.self ?? 0)} µs, ` +
       `slapd ${fmt(m.ours.cpuUs?.slapd ?? 0)} vs ${fmt(m.raw.cpuUs?.slapd ?? 0)} µs`),
