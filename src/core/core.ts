@@ -2,7 +2,9 @@ import type { Logger } from 'pino';
 import { Barrier } from './barrier.ts';
 import type { Clock } from './clock.ts';
 import { BadRequestError, NotFoundError, PermissionDeniedError, SealedError, StrongroomError, UnsupportedOperationError } from './errors.ts';
-import { validateFields } from './fields.ts';
+import { validateFields, type Fields } from './fields.ts';
+import { addressInCidrs } from '../lib/cidr.ts';
+import { refuseReservedAtIssue } from './policy/reserved.ts';
 import type { Backend, BackendContext, BackendFactory, BackendRequest, BackendResponse, CallerInfo, MountInfo, Operation, SecretResponse, SecretType } from './framework.ts';
 import { IdentityStore } from './identity.ts';
 import { newRequestId, randomBase62 } from './ids.ts';
@@ -287,12 +289,19 @@ export class Core {
 
     const entry = this.mounts.match(path);
     const mounted = entry ? this.#mounted.get(entry.uuid) : undefined;
-    const relative = entry ? path.slice(entry.path.length) : path;
-    const match = mounted?.table.match(relative);
+    let relative = entry ? path.slice(entry.path.length) : path;
+    let match = mounted?.table.match(relative);
+    // Canonical before authorised: from here on the ACL, the lease id and the handler see one spelling.
+    if (match && match.def.canonical) {
+      ({ path: relative, match } = mounted!.table.canonicalise(relative, match));
+      path = entry!.path + relative;
+    }
 
     const input: Record<string, unknown> = operation === 'update' || operation === 'create' || operation === 'patch' ? { ...(req.body ?? {}) } : { ...flattenQuery(req.query) };
     if (operation !== 'read' && operation !== 'list' && req.body) Object.assign(input, req.body);
     delete input.list;
+    // Vault's request framework treats a JSON null as a field that was not sent (hvac sends nulls for unset options).
+    for (const k in input) if (input[k] === null) delete input[k];
 
     const unauthenticated = (match?.def.unauthenticated ?? false) || UNAUTHENTICATED_SYS.has(path);
     let token: TokenEntry | undefined;
@@ -300,6 +309,8 @@ export class Core {
     if (!unauthenticated) {
       token = req.token ? await this.tokens.lookup(req.token) : undefined;
       if (!token) throw new PermissionDeniedError();
+      // A token bound to networks is refused outside them on every use, not only where it was issued.
+      if (token.boundCidrs.length > 0 && !addressInCidrs(req.remoteAddress, token.boundCidrs)) throw new PermissionDeniedError();
       caller = { clientToken: req.token!, accessor: token.accessor, entityId: token.entityId, displayName: token.displayName, policies: token.policies };
     }
     const acl = token ? await this.policies.aclFor(token.policies) : undefined;
@@ -337,7 +348,7 @@ export class Core {
       backendReq.operation = operation;
     }
     if (acl) {
-      const decision = acl.allowOperation(path, operation, input, { rootProtected: isRootProtected(path) });
+      const decision = acl.allowOperation(path, operation, parameterView(input, values, match.def.fields), { rootProtected: isRootProtected(path) });
       if (!decision.allowed) throw new PermissionDeniedError();
     }
     const handler = match.def.operations[operation] ?? (WRITE_OPS.has(operation) ? match.def.operations[operation === 'create' ? 'update' : 'create'] : undefined);
@@ -420,6 +431,7 @@ export class Core {
     const base = mounted.entry.path.replace(/^auth\//, '').replace(/\/$/, '').replace(/\//g, '-');
     const displayName = `${base}-${spec.displayName}`.replace(/-+$/, '');
     const policies = normalizePolicies(spec.policies, !spec.noDefaultPolicy);
+    refuseReservedAtIssue(policies);
     const max = minPositive(ttls.max, spec.maxTtl);
     let ttl = spec.period ? spec.period : spec.ttl > 0 ? spec.ttl : ttls.default;
     if (max > 0) ttl = Math.min(ttl, max);
@@ -495,6 +507,20 @@ function operationFor(req: CoreRequest): Operation {
     default:
       throw new StrongroomError(405, `unsupported HTTP method ${method}`);
   }
+}
+
+/**
+ * What the ACL's parameter rules compare: the request's own values, except that a list-typed field is compared
+ * element by element after decoding, so `"default,admin"` and `["admin"]` meet a `denied_parameters` entry for
+ * "admin" the same way the plain string does.
+ */
+function parameterView(input: Record<string, unknown>, values: Record<string, unknown>, fields: Fields | undefined): Record<string, unknown> {
+  if (!fields) return input;
+  let view: Record<string, unknown> | undefined;
+  for (const name in input) {
+    if (Object.hasOwn(fields, name) && Array.isArray(values[name])) (view ??= { ...input })[name] = values[name];
+  }
+  return view ?? input;
 }
 
 function flattenQuery(query: Record<string, string | string[]>): Record<string, unknown> {

@@ -123,8 +123,18 @@ export interface PathDefinition<F extends Fields = Fields> {
   existenceCheck?: (req: BackendRequest<F>) => Promise<boolean>;
   /** Login paths and public discovery documents are reachable without a token. */
   unauthenticated?: boolean;
+  /**
+   * Names the backend normalises (lower-cased role names, trimmed policy names): each named capture's canonical
+   * spelling. The core rewrites the request path with them before the ACL check, the lease id and the handler see
+   * it, so a deny on a name holds for every spelling of it. A function may throw a BadRequestError to refuse a
+   * spelling it cannot canonicalise.
+   */
+  canonical?: Record<string, (raw: string) => string>;
   description: string;
 }
+
+/** Role, set and policy names are case-insensitive: their canonical spelling is lower case. */
+export const lowerName = (raw: string): string => raw.toLowerCase();
 
 /** Typed helper so each path file gets field inference. */
 export function definePath<F extends Fields>(def: PathDefinition<F>): PathDefinition<Fields> {

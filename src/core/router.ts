@@ -1,8 +1,11 @@
+import { BadRequestError } from './errors.ts';
 import type { Backend, PathDefinition } from './framework.ts';
 
 export interface PathMatch {
   def: PathDefinition;
   params: Record<string, string>;
+  /** Where each named capture stands in the path; only for definitions that declare canonical names. */
+  spans?: Record<string, [number, number]>;
 }
 
 /**
@@ -14,7 +17,8 @@ export class PathTable {
   readonly #entries: Array<{ literal: string; re: RegExp; def: PathDefinition }>;
 
   constructor(backend: Backend) {
-    this.#entries = backend.paths.map((def) => ({ literal: literalPrefix(def.pattern), re: new RegExp(`^(?:${def.pattern})$`), def }));
+    // Capture positions cost every match, so only patterns with canonical names ask for them ('d').
+    this.#entries = backend.paths.map((def) => ({ literal: literalPrefix(def.pattern), re: new RegExp(`^(?:${def.pattern})$`, def.canonical ? 'd' : ''), def }));
   }
 
   match(path: string): PathMatch | undefined {
@@ -24,9 +28,35 @@ export class PathTable {
       if (!m) continue;
       const params: Record<string, string> = {};
       if (m.groups) for (const name in m.groups) if (m.groups[name] !== undefined) params[name] = m.groups[name];
-      return { def, params };
+      if (!def.canonical) return { def, params };
+      const spans: Record<string, [number, number]> = {};
+      for (const name in params) spans[name] = m.indices!.groups![name]!;
+      return { def, params, spans };
     }
     return undefined;
+  }
+
+  /**
+   * The path and params spelled canonically (see PathDefinition.canonical). A rewritten path must resolve to the
+   * same definition with the canonical values, or the spelling is refused: canonicalising may never move a
+   * request to another endpoint.
+   */
+  canonicalise(path: string, match: PathMatch): { path: string; match: PathMatch } {
+    const canonical = match.def.canonical;
+    if (!canonical || !match.spans) return { path, match };
+    let out = path;
+    // Right to left, so earlier spans keep their positions.
+    const names = Object.keys(canonical).filter((n) => match.params[n] !== undefined).sort((a, b) => match.spans![b]![0] - match.spans![a]![0]);
+    for (const name of names) {
+      const [start, end] = match.spans[name]!;
+      out = out.slice(0, start) + canonical[name]!(match.params[name]!) + out.slice(end);
+    }
+    if (out === path) return { path, match };
+    const again = this.match(out);
+    if (!again || again.def !== match.def || names.some((n) => again.params[n] !== canonical[n]!(again.params[n]!))) {
+      throw new BadRequestError('the request path names an object in a spelling that cannot be made canonical');
+    }
+    return { path: out, match: again };
   }
 }
 

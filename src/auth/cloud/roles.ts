@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { field } from '../../core/fields.ts';
-import { definePath, type PathDefinition, type SystemView } from '../../core/framework.ts';
+import { definePath, type PathDefinition, type SystemView, lowerName } from '../../core/framework.ts';
 import { KeyedLock } from '../../core/keyed-lock.ts';
 import type { StorageView } from '../../core/storage/view.ts';
 import { BOUND_FIELDS, normaliseBoundList, validateRoleBounds, type RoleBounds } from './bounds.ts';
@@ -77,6 +77,7 @@ export function rolePaths(system: SystemView, cache: RoleCache): PathDefinition[
     }),
     definePath({
       pattern: `role/(?<name>${NAME})`,
+      canonical: { name: lowerName },
       description: 'Roles tie bound constraints on the caller to the policies and TTLs of the tokens it gets.',
       fields: { ...boundFields, ...tokenFields },
       existenceCheck: async (req) => (await readRole(req.storage, req.params.name.toLowerCase())) !== undefined,

@@ -414,16 +414,24 @@ function parametersAllowed(perms: Permissions, data: Record<string, unknown> | u
   if (perms.denied.has('*')) return false;
   for (const key of keys) {
     const denied = perms.denied.get(key.toLowerCase());
-    if (denied && valueInList(data![key], denied)) return false;
+    if (denied && (valueInList(data![key], denied) || elements(data![key]).some((v) => valueInList(v, denied)))) return false;
   }
   if (perms.allowed.size === 0) return true;
   const allowAll = perms.allowed.has('*');
   for (const key of keys) {
     const allowed = perms.allowed.get(key.toLowerCase());
-    if (allowed ? !valueInList(data![key], allowed) : !allowAll) return false;
+    if (allowed ? !(valueInList(data![key], allowed) || elements(data![key]).every((v) => valueInList(v, allowed))) : !allowAll) return false;
   }
   return true;
 }
+
+/**
+ * A list value is judged as a whole (as Vault does) and also element by element (Vault stops there, so
+ * `["admin"]` slipped past a denied "admin"): any denied element denies, and a list is allowed when it is an
+ * allowed value itself or every element is. The caller passes list-typed fields already decoded, so the
+ * comma-string form is a list here too.
+ */
+const elements = (value: unknown): unknown[] => (Array.isArray(value) ? value : [value]);
 
 function valueInList(value: unknown, list: unknown[]): boolean {
   if (list.length === 0) return true;

@@ -1,5 +1,5 @@
 import { BadRequestError, ConflictError } from '../../core/errors.ts';
-import { definePath, type BackendResponse, type PathDefinition } from '../../core/framework.ts';
+import { definePath, type BackendResponse, type PathDefinition, lowerName } from '../../core/framework.ts';
 import { newUuid } from '../../core/ids.ts';
 import type { NewPassword } from '../../providers/azure/graph.ts';
 import type { CloudEngine, Connection } from './engine.ts';
@@ -59,6 +59,7 @@ export function credsPaths(engine: CloudEngine): PathDefinition[] {
   return [
     definePath({
       pattern: `creds/(?<name>${ROLE_NAME})`,
+      canonical: { name: lowerName },
       description: 'Issue a client id and secret for a role.',
       operations: {
         read: async (req) => {

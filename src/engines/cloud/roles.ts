@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { BadRequestError, NotFoundError } from '../../core/errors.ts';
 import { field } from '../../core/fields.ts';
-import { definePath, type BackendRequest, type PathDefinition } from '../../core/framework.ts';
+import { definePath, type BackendRequest, type PathDefinition, lowerName } from '../../core/framework.ts';
 import { newUuid } from '../../core/ids.ts';
 import type { StorageView } from '../../core/storage/view.ts';
 import type { AzureClients } from '../../providers/azure/clients.ts';
@@ -308,6 +308,7 @@ export function rolePaths(engine: CloudEngine): PathDefinition[] {
     }),
     definePath({
       pattern: `roles/(?<name>${ROLE_NAME})`,
+      canonical: { name: lowerName },
       description: 'Roles: which cloud roles and groups generated principals receive, or which existing application is used.',
       fields,
       existenceCheck: async (req) => (await readRole(req.storage, roleName(req))) !== undefined,

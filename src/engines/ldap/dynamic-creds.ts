@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import { BadRequestError, NotFoundError, StrongroomError } from '../../core/errors.ts';
-import { definePath, type LeaseView, type PathDefinition, type SecretType, type SystemView } from '../../core/framework.ts';
+import { definePath, type LeaseView, type PathDefinition, type SecretType, type SystemView, lowerName } from '../../core/framework.ts';
 import { parseLdif, type LdifRecord } from '../../lib/ldif/index.ts';
 import type { LdapClient, LdifExecResult } from '../../providers/ldap/client.ts';
 import { scrub } from '../../providers/ldap/errors.ts';
@@ -78,6 +78,7 @@ function credsPaths(engine: Engine, templates: DynamicTemplates): PathDefinition
   return [
     definePath({
       pattern: `creds/(?<name>${DYNAMIC_ROLE_NAME})`,
+      canonical: { name: lowerName },
       description: 'Creates an account from a dynamic role and returns its credentials with a lease.',
       operations: {
         read: async (req) => {

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { BadRequestError } from '../../core/errors.ts';
 import { field } from '../../core/fields.ts';
-import { definePath, type BackendRequest } from '../../core/framework.ts';
+import { definePath, type BackendRequest, lowerName } from '../../core/framework.ts';
 import type { StorageView } from '../../core/storage/view.ts';
 import type { LdapEngine, LdapEnginePart } from './config.ts';
 import {
@@ -138,6 +138,7 @@ export function dynamicRolesPart(engine: Pick<LdapEngine, 'ctx' | 'storage' | 'c
   return { paths: [
     definePath({
       pattern: `role/(?<name>${DYNAMIC_ROLE_NAME})`,
+      canonical: { name: lowerName },
       description: 'Dynamic roles: templated LDIF that creates an account per credential request and deletes it when the lease ends.',
       fields,
       existenceCheck: async (req) => (await readDynamicRole(storage, roleName(req))) !== undefined,
@@ -155,6 +156,7 @@ export function dynamicRolesPart(engine: Pick<LdapEngine, 'ctx' | 'storage' | 'c
     }),
     definePath({
       pattern: 'role/(?<prefix>(?:.+/)?)',
+      canonical: { prefix: lowerName },
       description: 'Lists dynamic roles below a folder; sub-folders end in "/".',
       operations: {
         list: async (req) => ({ data: { keys: await listDynamicRoles(storage, req.params.prefix!.toLowerCase()) } }),

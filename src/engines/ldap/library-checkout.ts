@@ -11,7 +11,7 @@
  */
 import { BadRequestError, NotFoundError, PermissionDeniedError } from '../../core/errors.ts';
 import { field } from '../../core/fields.ts';
-import { definePath, type BackendRequest, type CallerInfo, type LeaseView, type SecretResponse, type SecretType } from '../../core/framework.ts';
+import { definePath, type BackendRequest, type CallerInfo, type LeaseView, type SecretResponse, type SecretType, lowerName } from '../../core/framework.ts';
 import type { PreparedWrite } from '../../core/storage/view.ts';
 import type { LdapEngine, LdapEnginePart } from './config.ts';
 import {
@@ -221,18 +221,21 @@ export function libraryCheckoutPart(engine: Engine): LdapEnginePart {
     paths: [
       definePath({
         pattern: `library/manage/(?<name>${SET_NAME})/check-in`,
+        canonical: { name: lowerName },
         description: 'Forced check-in of a library set\'s accounts, whoever borrowed them (grant to highly privileged callers only).',
         fields: checkInFields,
         operations: { update: checkIn(true) },
       }),
       definePath({
         pattern: `library/(?<name>${SET_NAME})/check-in`,
+        canonical: { name: lowerName },
         description: 'Checks accounts in: the password is rotated and the borrower\'s lease ends.',
         fields: checkInFields,
         operations: { update: checkIn(false) },
       }),
       definePath({
         pattern: `library/(?<name>${SET_NAME})/check-out`,
+        canonical: { name: lowerName },
         description: 'Checks out an available account of the set; 400 when none is free.',
         fields: { ttl: field.duration('Length of the check-out; capped at the set\'s ttl. 0 means unlimited where the set allows.') },
         operations: {
@@ -273,6 +276,7 @@ export function libraryCheckoutPart(engine: Engine): LdapEnginePart {
       }),
       definePath({
         pattern: `library/(?<name>${SET_NAME})/status`,
+        canonical: { name: lowerName },
         description: 'Availability of each account of the set, with the borrower of those checked out.',
         operations: {
           read: async (req) => {

@@ -4,7 +4,7 @@
  */
 import { BadRequestError, ConflictError } from '../../core/errors.ts';
 import { field } from '../../core/fields.ts';
-import { definePath, type BackendRequest } from '../../core/framework.ts';
+import { definePath, type BackendRequest, lowerName } from '../../core/framework.ts';
 import type { AccountIdentity, AccountOwner } from './accounts.ts';
 import type { LdapEngine, LdapEnginePart } from './config.ts';
 import { enrollAccount, libraryCheckoutPart, setName } from './library-checkout.ts';
@@ -117,6 +117,7 @@ export function libraryPart(engine: LdapEngine): LdapEnginePart {
       ...checkouts.paths,
       definePath({
         pattern: 'library/(?<prefix>(?:.+/)?)',
+        canonical: { prefix: lowerName },
         description: 'Lists library sets below a folder; sub-folders end in "/".',
         operations: {
           list: async (req) => ({ data: { keys: await listLibrarySets(storage, req.params.prefix!.toLowerCase()) } }),
@@ -124,6 +125,7 @@ export function libraryPart(engine: LdapEngine): LdapEnginePart {
       }),
       definePath({
         pattern: `library/(?<name>${SET_NAME})`,
+        canonical: { name: lowerName },
         description: 'Library sets: service accounts that callers check out and in.',
         fields,
         existenceCheck: async (req) => (await readLibrarySet(storage, setName(req))) !== undefined,

@@ -1,6 +1,6 @@
 /** `static-cred/:name` (the current password) and `rotate-role/:name` (rotate now). */
 import { BadRequestError, StrongroomError } from '../../core/errors.ts';
-import { definePath } from '../../core/framework.ts';
+import { definePath, lowerName } from '../../core/framework.ts';
 import type { LdapEngine, LdapEnginePart } from './config.ts';
 import { NAME_PATTERN, readStaticRole, rfc3339, rotateStaticRole } from './static-roles.ts';
 
@@ -9,6 +9,7 @@ export function staticCredsPart(engine: LdapEngine): LdapEnginePart {
     paths: [
       definePath({
         pattern: `static-cred/(?<name>${NAME_PATTERN})`,
+        canonical: { name: lowerName },
         description: 'Read the current password of a static role.',
         operations: {
           read: async (req) => {
@@ -31,6 +32,7 @@ export function staticCredsPart(engine: LdapEngine): LdapEnginePart {
       }),
       definePath({
         pattern: `rotate-role/(?<name>${NAME_PATTERN})`,
+        canonical: { name: lowerName },
         description: 'Rotate the password of a static role now; the period restarts from this rotation.',
         operations: {
           update: async (req) => {

@@ -5,7 +5,7 @@
 import { z } from 'zod';
 import { BadRequestError, StrongroomError } from '../../core/errors.ts';
 import { field } from '../../core/fields.ts';
-import { definePath, type BackendRequest } from '../../core/framework.ts';
+import { definePath, type BackendRequest, lowerName } from '../../core/framework.ts';
 import type { StorageOp } from '../../core/storage/types.ts';
 import { jsonBytes, type StorageView } from '../../core/storage/view.ts';
 import { dnEquals, isValidDn } from '../../providers/ldap/dn.ts';
@@ -267,6 +267,7 @@ export function staticRolesPart(engine: LdapEngine): LdapEnginePart {
     paths: [
       definePath({
         pattern: `static-role/(?<name>${NAME_PATTERN})`,
+        canonical: { name: lowerName },
         description: 'Manage a static role: an existing account whose password is rotated on a period.',
         fields: roleFields,
         existenceCheck: async (req) => (await readStaticRole(engine.storage, req.params.name!.toLowerCase())) !== undefined,
@@ -288,6 +289,7 @@ export function staticRolesPart(engine: LdapEngine): LdapEnginePart {
       }),
       definePath({
         pattern: 'static-role/?(?<prefix>(?:.+/)?)',
+        canonical: { prefix: lowerName },
         description: 'List static roles; names that are prefixes of deeper names end with "/".',
         operations: {
           list: async (req) => listKeys(engine, req.params.prefix ?? ''),
