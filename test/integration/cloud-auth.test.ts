@@ -139,6 +139,19 @@ describe('role/:name', () => {
     expect(cidr.body.errors[0]).toMatch(/token_bound_cidrs/);
     expect((await server.request('DELETE', 'auth/cloud/role/listed')).status).toBe(204);
   });
+
+  it('"no login can mint root": a refused write leaves the role as it was, and its login gets the old policies', async () => {
+    await role('escalate', { bound_service_principal_ids: appSp.principalId });
+    for (const token_policies of ['ROOT', ['default', ' root '], 'default,response-wrapping']) {
+      const res = await server.request('POST', 'auth/cloud/role/escalate', { body: { token_policies } });
+      expect(res.status, JSON.stringify(token_policies)).toBe(400);
+      expect(res.body.errors[0]).toContain('"token_policies"');
+    }
+    const res = await login({ role: 'escalate', jwt: await mint({ identity: appSp }) });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body.auth.policies).toEqual(['default', 'mounts-reader']);
+    expect((await server.request('POST', 'sys/auth/escalated', { token: res.body.auth.client_token, body: { type: 'cloud' } })).status).toBe(403);
+  });
 });
 
 describe('login', () => {

@@ -4,12 +4,12 @@ import { BadRequestError, PermissionDeniedError, isStrongroomError } from '../..
 import { field } from '../../core/fields.ts';
 import { definePath, type AuthResponse, type PathDefinition, type TokenView } from '../../core/framework.ts';
 import type { StorageView } from '../../core/storage/view.ts';
+import { checkBoundCidrs, tokenParams } from '../../core/token-fields.ts';
 import { checkPlacementBounds, checkPrincipalBounds, hasResourceBounds, type VerifiedPlacement } from './bounds.ts';
 import { parseClaims } from './claims.ts';
 import type { CloudAuthProviders } from './providers.ts';
 import { validateResourceLogin, verifyResource, type ResourceLogin } from './resource-check.ts';
 import { readRole, type RoleCache } from './roles.ts';
-import { checkBoundCidrs, tokenParams } from './token-fields.ts';
 
 /** Azure's naming rules, as Vault checks them before any call (digits may start a VM name here; Vault PR #259). */
 const FORMATS: Record<keyof ResourceLogin, { re: RegExp; rule: string }> = {

@@ -3,10 +3,10 @@ import { field } from '../../core/fields.ts';
 import { definePath, type PathDefinition, type SystemView, lowerName } from '../../core/framework.ts';
 import { KeyedLock } from '../../core/keyed-lock.ts';
 import type { StorageView } from '../../core/storage/view.ts';
-import { BOUND_FIELDS, normaliseBoundList, validateRoleBounds, type RoleBounds } from './bounds.ts';
 import {
   DEFAULT_TOKEN_SETTINGS, mergeTokenSettings, tokenFields, tokenSettingsSchema, tokenSettingsView, tokenSettingsWarnings, validateTokenSettings,
-} from './token-fields.ts';
+} from '../../core/token-fields.ts';
+import { BOUND_FIELDS, normaliseBoundList, validateRoleBounds, type RoleBounds } from './bounds.ts';
 
 const boundList = z.array(z.string());
 

@@ -2,11 +2,12 @@
  * The standard token_* role fields every Vault auth method shares (sdk/helper/tokenutil), their
  * write-time rules and how they become a login's token parameters.
  */
-import { BlockList, isIP } from 'node:net';
 import { z } from 'zod';
-import { BadRequestError, PermissionDeniedError } from '../../core/errors.ts';
-import { field } from '../../core/fields.ts';
-import type { AuthResponse } from '../../core/framework.ts';
+import { addressInCidrs, parseCidr } from '../lib/cidr.ts';
+import { BadRequestError, PermissionDeniedError } from './errors.ts';
+import { field } from './fields.ts';
+import type { AuthResponse } from './framework.ts';
+import { refuseReservedPolicies } from './policy/reserved.ts';
 
 export const tokenFields = {
   token_policies: field.commaList('Policies attached to tokens issued with this role.'),
@@ -37,8 +38,13 @@ export const DEFAULT_TOKEN_SETTINGS: TokenSettings = {
 
 type TokenFieldValues = { [K in keyof typeof tokenFields]?: unknown };
 
-/** Applies the sent token fields over `current` (partial update); policies/token_policies as in Vault. */
+/**
+ * Applies the sent token fields over `current` (partial update); policies/token_policies as in Vault.
+ * A reserved policy is refused in either field, also in the legacy one that token_policies overrides:
+ * the request asked for it, and the 400 names the field that did.
+ */
 export function mergeTokenSettings(current: TokenSettings, data: TokenFieldValues, has: (name: keyof typeof tokenFields) => boolean): TokenSettings {
+  for (const name of ['token_policies', 'policies'] as const) if (has(name)) refuseReservedPolicies(name, data[name] as string[]);
   const next = { ...current };
   if (has('token_policies')) next.token_policies = data.token_policies as string[];
   else if (has('policies')) next.token_policies = data.policies as string[];
@@ -48,16 +54,6 @@ export function mergeTokenSettings(current: TokenSettings, data: TokenFieldValue
   }
   next.token_bound_cidrs = next.token_bound_cidrs.filter((c) => c !== '');
   return next;
-}
-
-function parseCidr(cidr: string): { address: string; prefix: number; family: 'ipv4' | 'ipv6' } | undefined {
-  const [address, prefixText, ...rest] = cidr.split('/');
-  const version = isIP(address);
-  if (version === 0 || rest.length > 0) return undefined;
-  const maxPrefix = version === 4 ? 32 : 128;
-  const prefix = prefixText === undefined ? maxPrefix : /^\d{1,3}$/.test(prefixText) ? Number(prefixText) : NaN;
-  if (!(prefix >= 0 && prefix <= maxPrefix)) return undefined;
-  return { address, prefix, family: version === 4 ? 'ipv4' : 'ipv6' };
 }
 
 /** Write-time rules; `mountMaxTtl` is the mount's effective maximum in seconds. */
@@ -81,15 +77,7 @@ export function tokenSettingsWarnings(s: TokenSettings, mountMaxTtl: number): st
 
 /** Refuses a login from outside the role's token_bound_cidrs. */
 export function checkBoundCidrs(s: TokenSettings, remoteAddress: string): void {
-  if (s.token_bound_cidrs.length === 0) return;
-  const list = new BlockList();
-  for (const cidr of s.token_bound_cidrs) {
-    const c = parseCidr(cidr);
-    if (c) list.addSubnet(c.address, c.prefix, c.family);
-  }
-  const address = remoteAddress.replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/, '');
-  const family = isIP(address);
-  if (family === 0 || !list.check(address, family === 4 ? 'ipv4' : 'ipv6')) {
+  if (s.token_bound_cidrs.length > 0 && !addressInCidrs(remoteAddress, s.token_bound_cidrs)) {
     throw new PermissionDeniedError("permission denied: source address is outside the role's token_bound_cidrs");
   }
 }
