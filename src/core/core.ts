@@ -12,8 +12,8 @@ import { LeaseManager, minPositive, type NewLease } from './leases.ts';
 import { MountTable, storagePrefix, type MountEntry } from './mounts.ts';
 import { PolicyStore } from './policy-store.ts';
 import { PathTable, isRootProtected, pathProblem } from './router.ts';
-import type { Storage } from './storage/types.ts';
-import { StorageView, type PreparedWrite } from './storage/view.ts';
+import type { Storage, StorageCondition } from './storage/types.ts';
+import { GuardError, StorageView, type PreparedWrite } from './storage/view.ts';
 import { TokenStore, type TokenEntry } from './tokens.ts';
 import { issueToken, type IssuedToken } from './token-issue.ts';
 
@@ -99,6 +99,7 @@ export class Core {
       secretType: (mountPath, type) => this.#mountedAt(mountPath)?.secrets.get(type),
       revokeToken: (salted) => this.revokeTokenTree(salted),
       mountMaxTtl: (mountPath) => this.effectiveTtls(this.mounts.get(mountPath)).max,
+      guards: (lease) => [...(lease.kind === 'secret' && lease.tokenSalted ? [this.tokens.notRevoking(lease.tokenSalted)] : []), this.notDisabling(lease.mountPath)],
       retry: options.revokeRetry,
     });
   }
@@ -180,17 +181,32 @@ export class Core {
     return entry;
   }
 
-  /** Revokes the mount's leases (a failure aborts and keeps the mount), then deletes its storage. */
+  /**
+   * Disables a mount: marks it first (its requests are refused and no new lease or login token can land for it),
+   * then revokes its leases (a failure aborts, clears the mark and keeps the mount), then deletes its storage.
+   */
   async disableMount(fullPath: string): Promise<void> {
     const entry = this.mounts.get(fullPath);
     if (!entry) return;
-    const ids = await this.leases.idsUnder(fullPath);
-    for (const [i, id] of ids.entries()) {
-      try {
-        await this.leases.revoke(id);
-      } catch (err) {
-        throw new BadRequestError(`failed to revoke "${id}" (${i + 1} / ${ids.length}): ${(err as Error).message}`);
+    const marker = this.#disablingKey(fullPath);
+    await this.systemView.put(marker, Buffer.alloc(0));
+    this.#disabling.add(fullPath);
+    try {
+      const ids = await this.leases.idsUnder(fullPath);
+      for (const [i, id] of ids.entries()) {
+        try {
+          await this.leases.revoke(id);
+        } catch (err) {
+          throw new BadRequestError(`failed to revoke "${id}" (${i + 1} / ${ids.length}): ${(err as Error).message}`);
+        }
       }
+      // The mark was durable before the list was read, so nothing can have joined it; say so loudly if it did.
+      const late = await this.leases.idsUnder(fullPath);
+      if (late.length > 0) throw new Error(`${late.length} leases appeared under "${fullPath}" while it was being disabled`);
+    } catch (err) {
+      this.#disabling.delete(fullPath);
+      await this.systemView.delete(marker);
+      throw err;
     }
     const mounted = this.#mounted.get(entry.uuid);
     mounted?.stopPeriodic?.();
@@ -198,6 +214,20 @@ export class Core {
     this.#mounted.delete(entry.uuid);
     await new StorageView(this.barrier, storagePrefix(entry)).clear();
     await this.mounts.remove(fullPath);
+    this.#disabling.delete(fullPath);
+    await this.systemView.delete(marker);
+  }
+
+  /** Mounts being disabled: their requests are refused from the moment the disable starts. */
+  readonly #disabling = new Set<string>();
+
+  #disablingKey(mountPath: string): string {
+    return `disabling/${encodeURIComponent(mountPath)}`;
+  }
+
+  /** A guard for writes that attach something to a mount (a lease, a login token): it holds while the mount is not being disabled. */
+  notDisabling(mountPath: string): StorageCondition {
+    return { key: `${this.systemView.prefix}${this.#disablingKey(mountPath)}`, expected: undefined };
   }
 
   async tuneMount(entry: MountEntry): Promise<void> {
@@ -288,6 +318,7 @@ export class Core {
     if (this.sealed) throw new SealedError();
 
     const entry = this.mounts.match(path);
+    if (entry && this.#disabling.has(entry.path)) throw new StrongroomError(503, `the mount "${entry.path}" is being disabled`);
     const mounted = entry ? this.#mounted.get(entry.uuid) : undefined;
     let relative = entry ? path.slice(entry.path.length) : path;
     let match = mounted?.table.match(relative);
@@ -438,7 +469,7 @@ export class Core {
     const issued = await issueToken(this, {
       policies, path, displayName, ttl, explicitMaxTtl: spec.maxTtl, period: spec.period ?? 0, numUses: spec.numUses ?? 0,
       parent: '', renewable: spec.renewable ?? true, entityId, meta: spec.metadata, boundCidrs: spec.boundCidrs ?? [],
-      mountAccessor: mounted.entry.accessor, internal: spec.internal ?? {},
+      mountAccessor: mounted.entry.accessor, internal: spec.internal ?? {}, guards: [this.notDisabling(mounted.entry.path)],
     });
     return issued.auth;
   }
@@ -452,19 +483,33 @@ export class Core {
     } else await this.tokens.save({ ...token, numUses: left });
   }
 
-  /** Revokes a token, its descendants (leaves first) and every lease issued with them. */
+  /**
+   * Revokes a token, its descendants (leaves first) and every lease issued with them. Atomic from the caller's
+   * view: the mark comes first (the tree is refused from then on and nothing new can attach to it), then the
+   * children and leases, then a re-check that the mark kept anything from joining.
+   */
   async revokeTokenTree(salted: string, seen = new Set<string>()): Promise<void> {
     if (seen.has(salted)) return;
     seen.add(salted);
-    for (const child of await this.tokens.children(salted)) await this.revokeTokenTree(child, seen);
     const entry = await this.tokens.lookupSalted(salted);
-    await this.leases.revokeByToken(salted);
+    if (entry) await this.tokens.markRevoking(entry);
+    const tried = new Set<string>();
+    for (let round = 0; ; round++) {
+      const children = (await this.tokens.children(salted)).filter((c) => !seen.has(c));
+      const leases = (await this.leases.idsByToken(salted)).filter((id) => !tried.has(id));
+      if (children.length === 0 && leases.length === 0) break;
+      if (round === 2) throw new Error(`revoking a token: ${children.length} children and ${leases.length} leases appeared after it was marked`);
+      for (const child of children) await this.revokeTokenTree(child, seen);
+      await this.leases.revokeByToken(salted, tried);
+    }
     if (!entry) return;
     await this.tokens.remove(entry);
     await this.leases.forget(tokenLeaseId(entry));
   }
 
   #errorResponse(err: unknown, requestId: string, path: string): CoreResponse {
+    // A token revoked or a mount disabled while the request ran: what it was about to store was refused.
+    if (err instanceof GuardError) err = new PermissionDeniedError();
     if (err instanceof StrongroomError) {
       return { status: err.status, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ errors: err.messages }) };
     }

@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import type { Clock } from './clock.ts';
 import { BadRequestError } from './errors.ts';
 import type { LeaseView, SecretType } from './framework.ts';
-import type { StorageOp } from './storage/types.ts';
+import type { StorageCondition, StorageOp } from './storage/types.ts';
 import type { PreparedWrite, StorageView } from './storage/view.ts';
 
 export const leaseEntrySchema = z.object({
@@ -36,6 +36,8 @@ export interface LeaseManagerDeps {
   revokeToken(salted: string): Promise<void>;
   /** Effective max lease TTL of a mount, seconds. */
   mountMaxTtl(mountPath: string): number;
+  /** Guards a new lease must hold when it lands: its token is not being revoked, its mount not being disabled. */
+  guards(lease: NewLease): StorageCondition[];
   retry: { baseDelayMs: number; maxAttempts: number };
 }
 
@@ -104,22 +106,61 @@ export class LeaseManager {
       { type: 'put' as const, key: `time/${bucketName(full.expireTime)}/${leaseKey(full.id)}`, value: Buffer.from(full.id) },
     ];
     if (full.tokenSalted && full.kind === 'secret') ops.push({ type: 'put', key: `token/${full.tokenSalted}/${leaseKey(full.id)}`, value: Buffer.from(full.id) });
-    return { lease: full, write: { ops: this.#d.view.qualify(ops), committed: () => this.#armIfSoon(full) } };
+    return { lease: full, write: { ops: this.#d.view.qualify(ops), conditions: this.#d.guards(entry), committed: () => this.#armIfSoon(full) } };
   }
 
   async get(id: string): Promise<LeaseEntry | undefined> {
     return this.#d.view.getJson(`id/${id}`, (raw) => leaseEntrySchema.parse(raw));
   }
 
-  async list(prefix: string): Promise<string[]> {
-    return this.#d.view.list(`id/${prefix}`);
+  /**
+   * Direct children of a lease-id prefix. With `foldFrom` (the length of the prefix's mount path) the rest compares
+   * case-insensitively, as for idsUnder.
+   */
+  async list(prefix: string, foldFrom?: number): Promise<string[]> {
+    if (foldFrom === undefined) return this.#d.view.list(`id/${prefix}`);
+    const children = new Set<string>();
+    for (const id of await this.#folded(prefix, foldFrom)) {
+      const rest = id.slice(prefix.length);
+      const slash = rest.indexOf('/');
+      children.add(slash === -1 ? rest : rest.slice(0, slash + 1));
+    }
+    return [...children].sort();
   }
 
-  async idsUnder(prefix: string): Promise<string[]> {
+  /**
+   * Ids of the lease `prefix` names or of every lease below it. With `foldFrom` (the length of the prefix's mount
+   * path) ids compare case-insensitively past it: lease ids are built from canonical (lower-case) names, and this
+   * also reaches leases an earlier version issued under another spelling of a role, so revoke-prefix misses none.
+   */
+  async idsUnder(prefix: string, foldFrom?: number): Promise<string[]> {
+    if (foldFrom !== undefined) {
+      // The lease named exactly, or those below it: `ldap/creds/dev` must not reach `ldap/creds/devops/...`.
+      return (await this.#folded(prefix, foldFrom)).filter((id) => id.length === prefix.length || prefix.endsWith('/') || id[prefix.length] === '/');
+    }
     const exact = await this.get(prefix);
     if (exact) return [prefix];
     const base = prefix === '' || prefix.endsWith('/') ? prefix : `${prefix}/`;
     return (await this.#d.view.listRecursive(`id/${base}`)).map((k) => k.slice('id/'.length));
+  }
+
+  /** Every lease id under the prefix's mount whose remainder starts with the prefix's, ignoring case. */
+  async #folded(prefix: string, foldFrom: number): Promise<string[]> {
+    const mount = prefix.slice(0, foldFrom);
+    const tail = prefix.slice(foldFrom).toLowerCase();
+    return (await this.#d.view.listRecursive(`id/${mount}`))
+      .map((k) => k.slice('id/'.length))
+      .filter((id) => id.slice(foldFrom).toLowerCase().startsWith(tail));
+  }
+
+  /** Ids of the secret leases issued with a token. */
+  async idsByToken(salted: string): Promise<string[]> {
+    const ids: string[] = [];
+    for (const key of await this.#d.view.list(`token/${salted}/`)) {
+      const id = (await this.#d.view.get(`token/${salted}/${key}`))?.toString();
+      if (id) ids.push(id);
+    }
+    return ids;
   }
 
   /** Renews a secret lease; the increment is capped by the mount's and the engine's max TTL. */
@@ -171,12 +212,14 @@ export class LeaseManager {
     return entry && { ops: this.#d.view.qualify(this.#deletion(entry)), committed: () => this.#disarm(entry.id) };
   }
 
-  /** Revokes every secret lease issued with a token (best effort: failures stay scheduled for retry). */
-  async revokeByToken(salted: string): Promise<void> {
-    const keys = await this.#d.view.list(`token/${salted}/`);
-    for (const key of keys) {
-      const id = (await this.#d.view.get(`token/${salted}/${key}`))?.toString();
-      if (!id) continue;
+  /**
+   * Revokes every secret lease issued with a token except those in `tried` (best effort: failures stay scheduled
+   * for retry); adds what it tried to `tried`.
+   */
+  async revokeByToken(salted: string, tried: Set<string> = new Set()): Promise<void> {
+    for (const id of await this.idsByToken(salted)) {
+      if (tried.has(id)) continue;
+      tried.add(id);
       try {
         await this.revoke(id);
       } catch (err) {

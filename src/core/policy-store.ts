@@ -7,6 +7,17 @@ import type { StorageView } from './storage/view.ts';
 export const normalizePolicyName = (name: string): string => name.trim().toLowerCase();
 
 /**
+ * A policy name as it appears in a request path, made canonical before the ACL sees it (so a deny on
+ * `sys/policies/acl/x` holds for `X` and `x%C2%A0`). Names that would still hold white space, control or
+ * invisible format characters, or a slash, are refused: no spelling of one name may pass for another.
+ */
+export function canonicalPolicyName(raw: string): string {
+  const name = normalizePolicyName(raw);
+  if (name === '' || /[\p{Z}\p{C}\/]/u.test(name)) throw new BadRequestError('invalid policy name: it must not be empty or hold white space, control or format characters, or "/"');
+  return name;
+}
+
+/**
  * ACL and password policies. Parsed ACL policies are cached by name (every request needs them); the cache
  * is dropped on any write so a policy change applies to the next request.
  */

@@ -1,5 +1,7 @@
 import type { Core } from './core.ts';
 import { tokenLeaseId } from './core.ts';
+import type { StorageCondition } from './storage/types.ts';
+import type { PreparedWrite } from './storage/view.ts';
 import type { NewToken, TokenEntry } from './tokens.ts';
 
 export interface IssuedToken {
@@ -9,14 +11,19 @@ export interface IssuedToken {
   auth: Record<string, unknown>;
 }
 
-type Spec = Partial<NewToken> & Pick<NewToken, 'policies' | 'path' | 'displayName' | 'ttl' | 'parent' | 'renewable'> & { id?: string };
+type Spec = Partial<NewToken> & Pick<NewToken, 'policies' | 'path' | 'displayName' | 'ttl' | 'parent' | 'renewable'> & {
+  id?: string;
+  /** Guards the token's commit must hold (a login's mount is not being disabled). */
+  guards?: StorageCondition[];
+};
 
 /** Creates a token and its expiry lease in one commit (tokens with ttl 0 never expire and get none). */
-export async function issueToken(core: Core, spec: Spec): Promise<IssuedToken> {
+export async function issueToken(core: Core, { guards = [], ...spec }: Spec): Promise<IssuedToken> {
   const { token, entry, write } = core.tokens.prepare({
     meta: {}, numUses: 0, explicitMaxTtl: 0, period: 0, entityId: '', boundCidrs: [], mountAccessor: '', internal: {}, ...spec,
   });
-  const writes = [write];
+  const writes: PreparedWrite[] = [write];
+  if (guards.length > 0) writes.push({ ops: [], conditions: guards, committed: () => {} });
   if (entry.ttl > 0) {
     const now = entry.creationTime;
     writes.push(core.leases.prepare({

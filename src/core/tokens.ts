@@ -2,6 +2,7 @@ import { createHmac, randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { setBounded } from './bounded-map.ts';
 import { randomBase62 } from './ids.ts';
+import type { StorageCondition } from './storage/types.ts';
 import type { PreparedWrite, StorageView } from './storage/view.ts';
 import type { Clock } from './clock.ts';
 
@@ -83,7 +84,9 @@ export class TokenStore {
       { type: 'put', key: `accessor/${this.salt(entry.accessor)}`, value: Buffer.from(entry.salted) },
     ];
     if (entry.parent) ops.push({ type: 'put', key: `parent/${entry.parent}/${entry.salted}`, value: Buffer.alloc(0) });
-    return { token, entry, write: { ops: this.#view.qualify(ops), committed: () => this.#remember(entry.salted, entry) } };
+    // A child lands only while its parent is not being revoked: the revocation lists children after its mark.
+    const conditions = entry.parent ? [this.notRevoking(entry.parent)] : [];
+    return { token, entry, write: { ops: this.#view.qualify(ops), conditions, committed: () => this.#remember(entry.salted, entry) } };
   }
 
   async create(spec: NewToken): Promise<{ token: string; entry: TokenEntry }> {
@@ -104,12 +107,55 @@ export class TokenStore {
     setBounded(this.#cache, TokenStore.CACHE_LIMIT, salted, entry);
   }
 
-  /** Returns the live entry for a presented token; expired or used-up tokens count as absent. */
+  /**
+   * Returns the live entry for a presented token. Expired, used-up and revoking tokens count as absent, and so
+   * does a token with such an ancestor: revoking a token refuses its whole tree at once, before the tree is walked.
+   */
   async lookup(token: string): Promise<TokenEntry | undefined> {
     const entry = await this.lookupSalted(this.salt(token));
-    if (!entry || entry.numUses < 0) return undefined;
-    if (this.expireTime(entry) !== 0 && this.expireTime(entry) <= this.#clock.now()) return undefined;
+    if (!entry || !this.#live(entry)) return undefined;
+    for (let parent = entry.parent, depth = 0; parent !== ''; depth++) {
+      const ancestor = depth < TokenStore.MAX_DEPTH ? await this.lookupSalted(parent) : undefined;
+      // A missing ancestor means its revocation is under way or was interrupted: fail closed.
+      if (!ancestor || !this.#live(ancestor)) return undefined;
+      parent = ancestor.parent;
+    }
     return entry;
+  }
+
+  /** Token trees deeper than this are refused at creation and at lookup. */
+  static readonly MAX_DEPTH = 64;
+
+  #live(entry: TokenEntry): boolean {
+    if (entry.numUses < 0) return false;
+    const expires = this.expireTime(entry);
+    return expires === 0 || expires > this.#clock.now();
+  }
+
+  /**
+   * The first step of a revocation, durable before anything else happens: the token (and through `lookup` its
+   * descendants) is refused from now on, and no child token or lease can be stored for it any more (see
+   * `notRevoking`), so listing its children and leases afterwards finds all there will ever be.
+   */
+  async markRevoking(entry: TokenEntry): Promise<void> {
+    const marked = { ...entry, numUses: -1 };
+    await this.#view.transaction([
+      { type: 'put', key: `revoking/${entry.salted}`, value: Buffer.alloc(0) },
+      { type: 'put', key: `id/${entry.salted}`, value: Buffer.from(JSON.stringify(marked)) },
+    ]);
+    this.#remember(entry.salted, marked);
+  }
+
+  /** A guard for writes that attach something to a token (a child, a lease): it holds while no revocation has begun. */
+  notRevoking(salted: string): StorageCondition {
+    return { key: `${this.#view.prefix}revoking/${salted}`, expected: undefined };
+  }
+
+  /** How many ancestors a token has (its children would be one deeper). */
+  async depth(entry: TokenEntry): Promise<number> {
+    let depth = 0;
+    for (let parent = entry.parent; parent !== '' && depth <= TokenStore.MAX_DEPTH; depth++) parent = (await this.lookupSalted(parent))?.parent ?? '';
+    return depth;
   }
 
   async lookupAccessor(accessor: string): Promise<TokenEntry | undefined> {
@@ -139,6 +185,7 @@ export class TokenStore {
       { type: 'delete', key: `accessor/${this.salt(entry.accessor)}` },
     ];
     if (entry.parent) ops.push({ type: 'delete', key: `parent/${entry.parent}/${entry.salted}` });
+    ops.push({ type: 'delete', key: `revoking/${entry.salted}` });
     this.#cache.delete(entry.salted);
     await this.#view.transaction(ops);
     this.#cache.delete(entry.salted);

@@ -12,8 +12,21 @@ export function leasePaths(core: Core): PathDefinition[] {
     if (!id) throw new BadRequestError('missing required field "lease_id": lease_id must be specified');
     return id;
   };
+  /**
+   * Lease ids are `<mount><request path>/<id>`, the request path canonical (lower-case names): a prefix is spelled
+   * canonically below its mount (mount paths are case-sensitive) before the ACL sees it, and matched without case
+   * so leases an earlier version issued under another spelling are reached too.
+   */
+  const mountLength = (prefix: string) => {
+    const entry = core.mounts.match(prefix);
+    return entry && prefix.startsWith(entry.path) ? entry.path.length : undefined;
+  };
+  const canonicalPrefix = (raw: string) => {
+    const at = mountLength(raw);
+    return at === undefined ? raw : raw.slice(0, at) + raw.slice(at).toLowerCase();
+  };
   const revokePrefix = (force: boolean) => async (req: { params: Record<string, string> }) => {
-    const ids = await leases.idsUnder(req.params.prefix);
+    const ids = await leases.idsUnder(req.params.prefix, mountLength(req.params.prefix));
     for (const [i, id] of ids.entries()) {
       try {
         await leases.revoke(id, { force });
@@ -26,8 +39,9 @@ export function leasePaths(core: Core): PathDefinition[] {
   return [
     definePath({
       pattern: 'leases/lookup/(?<prefix>.*)',
+      canonical: { prefix: canonicalPrefix },
       description: 'List lease ids under a prefix (sudo).',
-      operations: { list: async (req) => ({ data: { keys: await leases.list(req.params.prefix) } }) },
+      operations: { list: async (req) => ({ data: { keys: await leases.list(req.params.prefix, mountLength(req.params.prefix)) } }) },
     }),
     definePath({
       pattern: 'leases/lookup',
@@ -82,12 +96,14 @@ export function leasePaths(core: Core): PathDefinition[] {
     }),
     definePath({
       pattern: '(?:leases/)?revoke-prefix/(?<prefix>.+)',
+      canonical: { prefix: canonicalPrefix },
       description: 'Revoke every lease under a prefix (sudo).',
       fields: { sync: field.bool('Accepted for compatibility; revocation is synchronous.') },
       operations: { update: revokePrefix(false) },
     }),
     definePath({
       pattern: '(?:leases/)?revoke-force/(?<prefix>.+)',
+      canonical: { prefix: canonicalPrefix },
       description: 'Delete every lease under a prefix even when the engine cannot revoke it (sudo).',
       operations: { update: revokePrefix(true) },
     }),

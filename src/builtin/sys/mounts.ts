@@ -17,6 +17,10 @@ export function mountPaths(core: Core): PathDefinition[] {
       if (!e) throw new BadRequestError(`no ${kind === 'auth' ? 'auth method' : 'secrets engine'} is mounted at "${normalizeMountPath(p)}"`);
       return e;
     };
+    // Auth methods are enabled and disabled through sys/auth, which needs sudo; sys/mounts/auth/... would skip it.
+    const refuseAuthUnderMounts = (path: string) => {
+      if (kind === 'mounts' && (path === 'auth' || path.startsWith('auth/'))) throw new BadRequestError(`cannot enable or disable "${path}" through sys/mounts: use sys/auth`);
+    };
     return [
       definePath({
         pattern: kind,
@@ -27,6 +31,7 @@ export function mountPaths(core: Core): PathDefinition[] {
       }),
       definePath({
         pattern: `${kind}/(?<path>.+)/tune`,
+        canonical: { path: canonicalMountPath },
         description: 'Read or tune a mount\'s lease TTLs and options.',
         fields: {
           default_lease_ttl: field.string('Default lease TTL ("system" resets to the server default).'),
@@ -61,6 +66,7 @@ export function mountPaths(core: Core): PathDefinition[] {
       }),
       definePath({
         pattern: `${kind}/(?<path>.+)`,
+        canonical: { path: canonicalMountPath },
         description: `Enable, read or disable the ${kind === 'auth' ? 'auth method' : 'secrets engine'} at a path.`,
         fields: {
           type: field.string('Backend type, e.g. "ldap" or "cloud".'),
@@ -72,6 +78,7 @@ export function mountPaths(core: Core): PathDefinition[] {
         operations: {
           read: async (req) => ({ data: mountInfo(find(req.params.path)) }),
           update: async (req) => {
+            refuseAuthUnderMounts(req.params.path);
             if (!req.data.type) throw new BadRequestError('missing required field "type": backend type must be specified as a string');
             const c = req.data.config ?? {};
             const config = { default_lease_ttl: c.default_lease_ttl ?? 0, max_lease_ttl: c.max_lease_ttl ?? 0, ...(c.identity_token_key ? { identity_token_key: c.identity_token_key } : {}) };
@@ -80,6 +87,7 @@ export function mountPaths(core: Core): PathDefinition[] {
             await core.enableMount(full(req.params.path), req.data.type, req.data.description ?? '', config);
           },
           delete: async (req) => {
+            refuseAuthUnderMounts(req.params.path);
             const path = full(req.params.path);
             if (path === 'auth/token/') throw new BadRequestError('token credential backend cannot be disabled');
             if (['sys/', 'identity/'].includes(path)) throw new BadRequestError(`cannot unmount "${path}"`);
@@ -90,6 +98,9 @@ export function mountPaths(core: Core): PathDefinition[] {
     ];
   });
 }
+
+/** A mount path in a sys/mounts or sys/auth request path, without the slashes its spellings may add (`/ldap/`, `ldap/`). */
+const canonicalMountPath = (raw: string): string => normalizeMountPath(raw).slice(0, -1);
 
 const ttlInput = z.union([z.string(), z.number()]).transform((v, ctx) => {
   if (v === 'system' || v === '') return 0;

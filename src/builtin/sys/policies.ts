@@ -2,6 +2,7 @@ import type { Core } from '../../core/core.ts';
 import { BadRequestError } from '../../core/errors.ts';
 import { field } from '../../core/fields.ts';
 import { definePath, type PathDefinition } from '../../core/framework.ts';
+import { canonicalPolicyName } from '../../core/policy-store.ts';
 
 /** Policy bodies may arrive base64-encoded (Vault clients do this); decode when it decodes cleanly. */
 function policyText(raw: string | undefined): string {
@@ -19,13 +20,11 @@ export function policyPaths(core: Core): PathDefinition[] {
     definePath({
       pattern: 'policies/acl/?',
       description: 'List ACL policies.',
-      operations: {
-        list: async () => ({ data: { keys: await store.listAcl() } }),
-        read: async () => ({ data: { keys: await store.listAcl() } }),
-      },
+      operations: { list: async () => ({ data: { keys: await store.listAcl() } }) },
     }),
     definePath({
       pattern: 'policies/acl/(?<name>.+)',
+      canonical: { name: canonicalPolicyName },
       description: 'Read, write or delete an ACL policy (HCL or JSON).',
       fields: { policy: field.string('The policy document, HCL or JSON (optionally base64).') },
       operations: {
@@ -49,6 +48,7 @@ export function policyPaths(core: Core): PathDefinition[] {
     }),
     definePath({
       pattern: 'policy/(?<name>.+)',
+      canonical: { name: canonicalPolicyName },
       description: 'Read, write or delete an ACL policy (legacy path: `rules` instead of `policy`).',
       fields: { policy: field.string('The policy document.'), rules: field.string('Deprecated alias of policy.') },
       operations: {
@@ -65,6 +65,7 @@ export function policyPaths(core: Core): PathDefinition[] {
     }),
     definePath({
       pattern: 'policies/password/(?<name>[^/]+)/generate',
+      canonical: { name: canonicalPolicyName },
       description: 'Generate a password from a password policy.',
       operations: { read: async (req) => ({ data: { password: await store.generateOrNotFound(req.params.name) } }) },
     }),
@@ -75,6 +76,7 @@ export function policyPaths(core: Core): PathDefinition[] {
     }),
     definePath({
       pattern: 'policies/password/(?<name>[^/]+)',
+      canonical: { name: canonicalPolicyName },
       description: 'Read, write or delete a password policy.',
       fields: { policy: field.string('HCL: length and rule "charset" blocks.') },
       operations: {

@@ -5,6 +5,7 @@ import { field } from '../../core/fields.ts';
 import { definePath, type BackendRequest, type PathDefinition } from '../../core/framework.ts';
 import { minPositive } from '../../core/leases.ts';
 import { issueToken } from '../../core/token-issue.ts';
+import { TokenStore } from '../../core/tokens.ts';
 
 const createFields = {
   id: field.string('Custom token id (sudo only).'),
@@ -42,6 +43,9 @@ export function createPaths(core: Core): PathDefinition[] {
     const sudo = await hasSudo(core, req);
     const isRootParent = parent.policies.includes('root');
     if (parent.numUses > 0) throw new BadRequestError('restricted use token cannot generate child tokens');
+    if (!orphanPath && !d.no_parent && (await core.tokens.depth(parent)) + 1 > TokenStore.MAX_DEPTH) {
+      throw new BadRequestError(`a token tree may be at most ${TokenStore.MAX_DEPTH} levels deep: create an orphan token instead`);
+    }
     if (d.type && d.type !== 'service') throw new BadRequestError(`invalid value for field "type": only "service" tokens are supported`);
     if (d.no_parent && !orphanPath && !sudo) throw new PermissionDeniedError('root or sudo privileges required to create orphan token');
     if (d.id !== undefined && !sudo) throw new PermissionDeniedError('root or sudo privileges required to specify token id');

@@ -6,6 +6,8 @@ import type { Storage, StorageCondition, StorageOp } from './types.ts';
  */
 export interface PreparedWrite {
   ops: StorageOp[];
+  /** Guards (keys qualified) the writes need to hold when they land, e.g. "the issuing token is not being revoked". */
+  conditions?: StorageCondition[];
   committed(): void;
 }
 
@@ -44,7 +46,9 @@ export class StorageView {
    */
   async transaction(ops: StorageOp[], conditions: StorageCondition[] = [], alongside: PreparedWrite[] = []): Promise<boolean> {
     const all = alongside.length === 0 ? this.qualify(ops) : [...this.qualify(ops), ...alongside.flatMap((w) => w.ops)];
-    const applied = await this.#inner.transaction(all, conditions.map((c) => ({ ...c, key: this.prefix + c.key })));
+    const guards = conditions.map((c) => ({ ...c, key: this.prefix + c.key }));
+    for (const w of alongside) if (w.conditions) guards.push(...w.conditions);
+    const applied = await this.#inner.transaction(all, guards);
     if (applied) for (const w of alongside) w.committed();
     return applied;
   }
@@ -54,9 +58,12 @@ export class StorageView {
     return ops.map((op) => ({ ...op, key: this.prefix + op.key }));
   }
 
-  /** Commits prepared writes (from views over the same storage) in one transaction: all land or none. */
+  /**
+   * Commits prepared writes (from views over the same storage) in one transaction: all land or none. A guard that
+   * does not hold is a GuardError (nothing was written).
+   */
   async commit(writes: PreparedWrite[]): Promise<void> {
-    await this.transaction([], [], writes);
+    if (!(await this.transaction([], [], writes))) throw new GuardError();
   }
 
   async getJson<T>(key: string, parse?: (raw: unknown) => T): Promise<T | undefined> {
@@ -82,6 +89,13 @@ export class StorageView {
   /** Deletes everything below this view (used when a mount is disabled). */
   async clear(): Promise<void> {
     for (const key of await this.listRecursive()) await this.delete(key);
+  }
+}
+
+/** A prepared write's guard did not hold when it was committed (see PreparedWrite.conditions). */
+export class GuardError extends Error {
+  constructor() {
+    super('a guarded write found its guard changed');
   }
 }
 
