@@ -3,7 +3,17 @@ import { createLogger } from './logger.ts';
 import { createServer, StartupError } from './server.ts';
 import { loadSettings, SettingsError } from './settings.ts';
 
-/** Exit codes: 0 clean stop, 2 bad settings, 3 wrong unseal key, 1 anything else. */
+/**
+ * Exit codes: 0 clean stop, 2 bad settings, 3 wrong unseal key, 4 storage failed while running (the supervisor
+ * should restart the server), 1 anything else.
+ */
+const EXIT_STORAGE_FAILED = 4;
+/**
+ * From a storage failure to the exit: requests keep getting their 503 meanwhile and the fatal line reaches the
+ * log. Short, because nothing served in between can be right.
+ */
+const STORAGE_FAILURE_GRACE_MS = 2000;
+
 async function main(): Promise<void> {
   let settings;
   try {
@@ -31,6 +41,10 @@ async function main(): Promise<void> {
     // Printed once, to the terminal only: the token is never logged and cannot be recovered later.
     process.stdout.write(`\nStrongroom initialised. Root token (shown once, store it safely):\n\n    ${server.rootToken}\n\n`);
   }
+  server.storage.onFailure((err) => {
+    logger.fatal({ reason: err.message, exitCode: EXIT_STORAGE_FAILED, graceMs: STORAGE_FAILURE_GRACE_MS }, 'storage failed: every request is refused with 503 and the process exits for a restart');
+    setTimeout(() => process.exit(EXIT_STORAGE_FAILED), STORAGE_FAILURE_GRACE_MS);
+  });
   const [host, port] = splitAddr(settings.STRONGROOM_ADDR);
   await server.app.listen({ host, port });
   logger.info({ addr: settings.STRONGROOM_ADDR, tls: Boolean(settings.STRONGROOM_TLS_CERT_FILE), dev: settings.STRONGROOM_DEV }, 'strongroom listening');

@@ -18,6 +18,8 @@ import { apiAddress, readTls, storageUrl, type Settings } from './settings.ts';
 export interface Server {
   core: Core;
   app: FastifyInstance;
+  /** The physical store, watched by the process for `onFailure`. */
+  storage: Storage;
   rootToken?: string;
   close(): Promise<void>;
 }
@@ -93,7 +95,7 @@ export async function createServer(settings: Settings, logger: Logger, overrides
   }
   const app = buildApp(core, { logger, maxRequestSize: settings.STRONGROOM_MAX_REQUEST_SIZE, https: readTls(settings) });
   return {
-    core, app, rootToken,
+    core, app, storage, rootToken,
     async close() {
       await app.close();
       await core.stop();

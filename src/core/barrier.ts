@@ -145,6 +145,12 @@ export class Barrier implements Storage {
   close(): Promise<void> {
     return this.#inner.close();
   }
+  get failure(): Error | undefined {
+    return this.#inner.failure;
+  }
+  onFailure(listener: (err: Error) => void): void {
+    this.#inner.onFailure(listener);
+  }
 
   /**
    * Encrypts a value being written and remembers its plaintext (a copy: the caller keeps its Buffer), so the

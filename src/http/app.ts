@@ -2,6 +2,7 @@ import Fastify, { LogController, type FastifyInstance, type FastifyReply, type F
 import type { Logger } from 'pino';
 import type { Core, CoreResponse } from '../core/core.ts';
 import { StrongroomError } from '../core/errors.ts';
+import { storageUnavailable } from './admission.ts';
 import { parseBody, parseQuery, splitTarget } from './body.ts';
 import { answerListFromRawPacket } from './list-method.ts';
 import { tokenFromHeaders } from './token-header.ts';
@@ -41,6 +42,13 @@ export function buildApp(core: Core, opts: AppOptions): FastifyInstance {
     } catch (err) {
       done(err as Error, undefined);
     }
+  });
+
+  // Admission, before any body is read. sys/health answers for itself (503, with the fields monitors parse).
+  app.addHook('preParsing', (req, _reply, payload, done) => {
+    const refused = storageUnavailable(core);
+    if (refused && req.url.split('?', 1)[0] !== '/v1/sys/health') return done(refused);
+    done(null, payload);
   });
 
   // The access log line. The level is fixed at start, so a quieter level skips the hook altogether (a hook

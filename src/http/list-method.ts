@@ -1,6 +1,7 @@
 import type { Socket } from 'node:net';
 import { STATUS_CODES } from 'node:http';
 import type { Core, CoreResponse } from '../core/core.ts';
+import { storageUnavailable } from './admission.ts';
 import { parseQuery, splitTarget } from './body.ts';
 import { tokenFromHeaders } from './token-header.ts';
 
@@ -22,20 +23,26 @@ export function answerListFromRawPacket(core: Core, err: NodeJS.ErrnoException &
     if (colon > 0) headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
   }
   const send = (res: CoreResponse) => writeRaw(socket, res);
+  const fail = (status: number, errors: string[]) => send({ status, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ errors }) });
   let target: ReturnType<typeof splitTarget>;
   try {
     target = splitTarget(m[1]);
   } catch (err) {
-    send({ status: 400, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ errors: [(err as Error).message] }) });
+    fail(400, [(err as Error).message]);
     return true;
   }
   if (!target) {
-    send({ status: 404, headers: { 'content-type': 'application/json' }, body: '{"errors":[]}' });
+    fail(404, []);
+    return true;
+  }
+  const refused = storageUnavailable(core);
+  if (refused) {
+    fail(refused.status, refused.messages);
     return true;
   }
   void core
     .handle({ method: 'LIST', path: target.path, query: parseQuery(target.search), body: undefined, token: tokenFromHeaders(headers), remoteAddress: socket.remoteAddress ?? '' })
-    .then(send, () => send({ status: 500, headers: { 'content-type': 'application/json' }, body: '{"errors":["internal error"]}' }));
+    .then(send, () => fail(500, ['internal error']));
   return true;
 }
 

@@ -18,6 +18,8 @@ export class FaultyStorage implements Storage {
   delete(key: string) { return this.inner.delete(key); }
   list(prefix: string) { return this.inner.list(prefix); }
   close() { return this.inner.close(); }
+  get failure() { return this.inner.failure; }
+  onFailure(listener: (err: Error) => void) { this.inner.onFailure(listener); }
 
   async transaction(ops: StorageOp[], conditions?: StorageCondition[]) {
     const hit = this.#armed.findIndex((match) => ops.some(match));

@@ -12,7 +12,8 @@ export function statusPaths(core: Core): PathDefinition[] {
       description: 'Server health for load balancers and container health checks.',
       unauthenticated: true,
       operations: {
-        read: async () => raw(core.sealed ? 503 : 200, {
+        // A store that can no longer write is as unavailable as a sealed one: load balancers must route away.
+        read: async () => raw(core.sealed || core.options.storage.failure ? 503 : 200, {
           initialized: true, sealed: core.sealed, standby: false, performance_standby: false,
           server_time_utc: Math.floor(core.clock.now() / 1000), version: VERSION, cluster_name: 'strongroom',
         }),

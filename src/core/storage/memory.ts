@@ -29,6 +29,11 @@ export class MemoryStorage implements Storage {
     return true;
   }
   async close(): Promise<void> {}
+  // Nothing outside the process can break a map.
+  get failure(): Error | undefined {
+    return undefined;
+  }
+  onFailure(): void {}
 }
 
 export function sameBytes(a: Buffer | undefined, b: Buffer | undefined): boolean {

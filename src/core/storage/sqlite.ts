@@ -36,7 +36,8 @@ export class SqliteStorage implements Storage {
   static readonly MAX_IN_FLIGHT = 2;
   #nextId = 0;
   #drained: Array<() => void> = [];
-  #broken: Error | undefined;
+  #failure: Error | undefined;
+  #failureListeners: Array<(err: Error) => void> = [];
   #queue: Pending[] = [];
   /**
    * Committed values by key (null = known absent). This process is the store's only writer, so the cache is
@@ -106,6 +107,15 @@ export class SqliteStorage implements Storage {
     return directChildren(prefix, keys);
   }
 
+  get failure(): Error | undefined {
+    return this.#failure;
+  }
+
+  onFailure(listener: (err: Error) => void): void {
+    if (this.#failure) listener(this.#failure);
+    else this.#failureListeners.push(listener);
+  }
+
   async close(): Promise<void> {
     await this.#drain();
     this.#writer.removeAllListeners('exit');
@@ -133,7 +143,7 @@ export class SqliteStorage implements Storage {
   }
 
   #enqueue(ops: StorageOp[], conditions: StorageCondition[]): Promise<boolean> {
-    if (this.#broken) return Promise.reject(this.#broken);
+    if (this.#failure) return Promise.reject(this.#failure);
     return new Promise((resolve, reject) => {
       this.#queue.push({ ops, conditions, resolve, reject });
       if (conditions.length === 0) for (const op of ops) this.#overlay.set(op.key, op.type === 'put' ? op.value : null);
@@ -192,8 +202,8 @@ export class SqliteStorage implements Storage {
   }
 
   #fail(err: Error): void {
-    if (this.#broken) return;
-    this.#broken = err;
+    if (this.#failure) return;
+    this.#failure = err;
     const pending = [...this.#flights.flatMap((f) => f.batch), ...this.#queue];
     this.#flights = [];
     this.#queue = [];
@@ -201,6 +211,7 @@ export class SqliteStorage implements Storage {
     this.#cache.clear();
     for (const p of pending) p.reject(err);
     for (const resolve of this.#drained.splice(0)) resolve();
+    for (const listener of this.#failureListeners.splice(0)) listener(err);
   }
 }
 

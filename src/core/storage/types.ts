@@ -20,6 +20,14 @@ export interface Storage {
   /** Returns false (and changes nothing) when a condition does not hold. */
   transaction(ops: StorageOp[], conditions?: StorageCondition[]): Promise<boolean>;
   close(): Promise<void>;
+  /**
+   * Set once the store can no longer write, for the rest of the process (e.g. the SQLite writer thread died).
+   * Reads may still answer, from a state nothing can change any more: a revocation cannot land, so the server
+   * must stop answering rather than serve it.
+   */
+  readonly failure: Error | undefined;
+  /** Calls `listener` once with the failure: when it happens, or at once if it already has. */
+  onFailure(listener: (err: Error) => void): void;
 }
 
 /** Folds keys under `prefix` into direct children, preserving order and dropping repeats. */
