@@ -195,7 +195,6 @@ describe('static role lifecycle', () => {
       await ok(s, 'POST', `ldap/static-role/${name}`, { username: `user${i}`, rotation_period: 60, skip_import_rotation: true });
     }
     expect((await s.request('LIST', 'ldap/static-role')).body.data.keys).toEqual(['org/', 'top']);
-    expect((await s.request('GET', 'ldap/static-role')).body.data.keys).toEqual(['org/', 'top']);
     expect((await s.request('LIST', 'ldap/static-role/org')).body.data.keys).toEqual(['a', 'platform/']);
     expect((await s.request('LIST', 'ldap/static-role/org/platform/')).body.data.keys).toEqual(['dev', 'prod']);
     expect((await s.request('GET', 'ldap/static-role/ORG/Platform/Dev')).body.data.username).toBe('user0');
@@ -208,6 +207,40 @@ describe('static role lifecycle', () => {
     expect((await s.request('POST', 'ldap/static-role/bad/', { body: { username: 'user0', rotation_period: 60 } })).status).toBe(405);
     expect((await s.request('GET', 'ldap/static-cred/bad-')).status).toBe(404);
     expect((await s.request('POST', 'ldap/rotate-role/.x')).status).toBe(404);
+  });
+});
+
+describe('LIST ldap/static-role/', () => {
+  let s: TestServer;
+  beforeEach(async () => {
+    s = await server();
+    await configure(s, facts, ou);
+    await ok(s, 'POST', 'ldap/static-role/app', { username: 'user0', rotation_period: 60, skip_import_rotation: true });
+  });
+
+  const tokenWith = async (capabilities: string[]): Promise<string> => {
+    const name = `p${randomBytes(4).toString('hex')}`;
+    await ok(s, 'PUT', `sys/policies/acl/${name}`, { policy: `path "ldap/static-role/*" { capabilities = ${JSON.stringify(capabilities)} }` });
+    return (await ok(s, 'POST', 'auth/token/create', { policies: [name] })).auth.client_token;
+  };
+
+  it('"the role list is a list operation only: read on the list path answers no list (Vault has list only)"', async () => {
+    const reader = await tokenWith(['read']);
+    const r = await s.request('GET', 'ldap/static-role/', { token: reader });
+    expect([404, 405], `${r.status} ${JSON.stringify(r.body)}`).toContain(r.status);
+    expect(JSON.stringify(r.body)).not.toContain('app');
+    // Not even root reads a list there.
+    for (const path of ['ldap/static-role/', 'ldap/static-role']) expect((await s.request('GET', path)).status, path).toBe(405);
+    expect((await s.request('LIST', 'ldap/static-role/', { token: reader })).status).toBe(403);
+    // A role itself is still read with read.
+    expect((await s.request('GET', 'ldap/static-role/app', { token: reader })).body.data.username).toBe('user0');
+  });
+
+  it('"LIST works with the list capability"', async () => {
+    const lister = await tokenWith(['list']);
+    const r = await s.request('LIST', 'ldap/static-role/', { token: lister });
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    expect(r.body.data.keys).toEqual(['app']);
   });
 });
 

@@ -293,7 +293,6 @@ export function staticRolesPart(engine: LdapEngine): LdapEnginePart {
         description: 'List static roles; names that are prefixes of deeper names end with "/".',
         operations: {
           list: async (req) => listKeys(engine, req.params.prefix ?? ''),
-          read: async (req) => listKeys(engine, req.params.prefix ?? ''),
         },
       }),
     ],
