@@ -4,6 +4,7 @@
  */
 import { z } from 'zod';
 import { addressInCidrs, parseCidr } from '../lib/cidr.ts';
+import { normalizePolicies } from './core.ts';
 import { BadRequestError, PermissionDeniedError } from './errors.ts';
 import { field } from './fields.ts';
 import type { AuthResponse } from './framework.ts';
@@ -80,6 +81,18 @@ export function checkBoundCidrs(s: TokenSettings, remoteAddress: string): void {
   if (s.token_bound_cidrs.length > 0 && !addressInCidrs(remoteAddress, s.token_bound_cidrs)) {
     throw new PermissionDeniedError("permission denied: source address is outside the role's token_bound_cidrs");
   }
+}
+
+/**
+ * Whether a token carries exactly the policies a login with these settings would give it now (the same
+ * normalisation, `default` included unless token_no_default_policy). Renewal requires it, as Vault's approle
+ * and userpass do (policyutil.EquivalentPolicies), so a policy removed from a role cannot live on in
+ * periodic tokens that renew forever.
+ */
+export function grantsSamePolicies(s: TokenSettings, tokenPolicies: readonly string[]): boolean {
+  const now = normalizePolicies(s.token_policies, !s.token_no_default_policy);
+  const held = new Set(tokenPolicies);
+  return now.length === held.size && now.every((p) => held.has(p));
 }
 
 /** A role's read view: everything stored, plus the legacy `policies` name older clients read. */

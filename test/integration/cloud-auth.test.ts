@@ -407,4 +407,34 @@ describe('renew', () => {
     expect((await server.request('DELETE', 'auth/cloud/role/renewing')).status).toBe(204);
     expectDenied(await server.request('POST', 'auth/token/renew-self', { token }), /no longer exists/);
   });
+
+  it('"renewal applies the role\'s current policies": a periodic token renews while they are unchanged; after a change it is refused and a new login gets the new ones', async () => {
+    await role('periodic', { bound_service_principal_ids: appSp.principalId, token_period: '1h' });
+    const first = await login({ role: 'periodic', jwt: await mint({ identity: appSp }) });
+    expect(first.body.auth.policies).toEqual(['default', 'mounts-reader']);
+    const token = first.body.auth.client_token;
+    // Unchanged policies, whatever else changes or however they are spelled: renewals go on.
+    for (const body of [{}, { token_policies: ' Mounts-Reader ' }, { token_ttl: '5m' }]) {
+      await role('periodic', body);
+      const renewed = await server.request('POST', 'auth/token/renew-self', { token });
+      expect(renewed.status, JSON.stringify(renewed.body)).toBe(200);
+      expect(renewed.body.auth.lease_duration).toBe(3600);
+    }
+
+    await role('periodic', { token_policies: 'other' });
+    const refused = await server.request('POST', 'auth/token/renew-self', { token });
+    expectDenied(refused, /policies have changed.*log in again/, ['mounts-reader', 'other']);
+    // The old policies do not come back by renewing through the accessor either.
+    const accessor = first.body.auth.accessor;
+    expectDenied(await server.request('POST', 'auth/token/renew-accessor', { body: { accessor } }), /policies have changed/);
+    expect((await server.request('GET', 'auth/token/lookup-self', { token })).body.data.policies).toEqual(['default', 'mounts-reader']);
+
+    const next = await login({ role: 'periodic', jwt: await mint({ identity: appSp }) });
+    expect(next.body.auth.policies).toEqual(['default', 'other']);
+    expect((await server.request('POST', 'auth/token/renew-self', { token: next.body.auth.client_token })).status).toBe(200);
+
+    // token_no_default_policy changes the policies a login gives, so it counts as a change too.
+    await role('periodic', { token_policies: 'other', token_no_default_policy: true });
+    expectDenied(await server.request('POST', 'auth/token/renew-self', { token: next.body.auth.client_token }), /policies have changed/);
+  });
 });

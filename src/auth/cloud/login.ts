@@ -3,8 +3,9 @@ import { z } from 'zod';
 import { BadRequestError, PermissionDeniedError, isStrongroomError } from '../../core/errors.ts';
 import { field } from '../../core/fields.ts';
 import { definePath, type AuthResponse, type PathDefinition, type TokenView } from '../../core/framework.ts';
+import { reservedPolicyIn } from '../../core/policy/reserved.ts';
 import type { StorageView } from '../../core/storage/view.ts';
-import { checkBoundCidrs, tokenParams } from '../../core/token-fields.ts';
+import { checkBoundCidrs, grantsSamePolicies, tokenParams } from '../../core/token-fields.ts';
 import { checkPlacementBounds, checkPrincipalBounds, hasResourceBounds, type VerifiedPlacement } from './bounds.ts';
 import { parseClaims } from './claims.ts';
 import type { CloudAuthProviders } from './providers.ts';
@@ -119,13 +120,23 @@ export function loginPaths(deps: LoginDeps): PathDefinition[] {
   ];
 }
 
-/** Renewal: the role must still exist and still admit what login verified; TTLs come from the role as it is now. */
+/**
+ * Renewal: the role must still exist, still grant the token's policies and still admit what login verified;
+ * TTLs come from the role as it is now. A token whose policies the role no longer grants is not renewed
+ * (rather than renewed with other policies): its holder logs in again and gets the current ones.
+ */
 export async function renewLogin(storage: StorageView, token: TokenView): Promise<{ ttl: number; maxTtl: number; period?: number }> {
   const parsed = internalSchema.safeParse(token.internal);
   if (!parsed.success) throw new PermissionDeniedError('permission denied: token was not issued by this auth method\'s login');
   const { role: roleName, oid, groups, placement } = parsed.data;
   const role = await readRole(storage, roleName);
-  if (!role) throw new PermissionDeniedError('permission denied: the role this token was issued for no longer exists');
+  if (!role) throw new PermissionDeniedError('permission denied: the role this token was issued for no longer exists; log in with another role');
+  // A token minted before roles were barred from reserved policies must not renew its way past the fix.
+  const reserved = reservedPolicyIn(token.policies);
+  if (reserved) throw new PermissionDeniedError(`permission denied: the token carries the "${reserved}" policy, which no role may grant; not renewing`);
+  if (!grantsSamePolicies(role, token.policies)) {
+    throw new PermissionDeniedError("permission denied: the role's policies have changed since this token was issued, not renewing; log in again for a token with the current policies");
+  }
   checkPrincipalBounds(role, { oid, groups, groupsOverage: false });
   if (hasResourceBounds(role)) {
     if (!placement) throw new PermissionDeniedError('permission denied: the role now requires resource verification; log in again');
