@@ -11,7 +11,8 @@ import { ManagedAccounts, accountKeys } from '../../src/engines/ldap/accounts.ts
 import {
   LdapConnections, ROOT_GRACE_MS, ROOT_WAL_KEY, bindFallbacks, mergeConfig, toConnectionConfig, validateConfig, writeConfig, type LdapConfig, type LdapEngine,
 } from '../../src/engines/ldap/config.ts';
-import { RotationScheduler, UnrecordedPasswordError, changePasswordWithWal, readWal, retryDelayMs } from '../../src/engines/ldap/rotation.ts';
+import { UnrecordedPasswordError, changePasswordWithWal, readWal } from '../../src/engines/ldap/rotation.ts';
+import { RotationScheduler, retryDelayMs } from '../../src/engines/ldap/scheduler.ts';
 import type { LdapClient, LdapConnectionConfig } from '../../src/providers/ldap/client.ts';
 import { LdapProviderError } from '../../src/providers/ldap/errors.ts';
 

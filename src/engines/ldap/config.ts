@@ -17,7 +17,7 @@ import { isValidAttributeName } from '../../providers/ldap/filter.ts';
 import { parseUrlList } from '../../providers/ldap/ldapts-client.ts';
 import { LDAP_SCHEMAS, defaultUserAttr, isLdapSchema } from '../../providers/ldap/schemas.ts';
 import type { ManagedAccounts } from './accounts.ts';
-import type { RotationScheduler } from './rotation.ts';
+import type { RotationScheduler } from './scheduler.ts';
 
 export const CONFIG_KEY = 'config';
 /** Write-ahead entry of an unfinished rotate-root (see rotate-root.ts). */

@@ -10,7 +10,7 @@ import { createLdapClient } from '../../providers/ldap/ldapts-client.ts';
 import { ManagedAccounts } from './accounts.ts';
 import { LdapConnections, configPart, type LdapEngine, type LdapEngineOptions, type LdapEnginePart } from './config.ts';
 import { rotateRootPart } from './rotate-root.ts';
-import { RotationScheduler } from './rotation.ts';
+import { RotationScheduler } from './scheduler.ts';
 import { staticCredsPart } from './static-creds.ts';
 import { rotateStaticRole, staticRolesPart } from './static-roles.ts';
 import { dynamicCredsPart } from './dynamic-creds.ts';

@@ -12,7 +12,8 @@ import { dnEquals, isValidDn } from '../../providers/ldap/dn.ts';
 import { LdapProviderError } from '../../providers/ldap/errors.ts';
 import type { AccountIdentity, AccountOwner } from './accounts.ts';
 import { missingConfigError, readConfig, type LdapEngine, type LdapEnginePart } from './config.ts';
-import { UnrecordedPasswordError, changePasswordWithWal, deleteWal, listWalTargets, retryDelayMs, walKey } from './rotation.ts';
+import { UnrecordedPasswordError, changePasswordWithWal, deleteWal, listWalTargets, walKey } from './rotation.ts';
+import { retryDelayMs } from './scheduler.ts';
 
 /** Role and set names: a word character, optionally followed by [\w-./]* ending in a word character. */
 export const NAME_PATTERN = '\\w(?:[\\w\\-./]*\\w)?';

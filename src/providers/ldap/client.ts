@@ -2,7 +2,9 @@
  * The narrow contract the LDAP engine talks to. The real implementation is `ldapts-client.ts`;
  * unit tests may fake it, and every behaviour is proven against slapd in integration tests.
  */
-import type { LdifRecord } from '../../lib/ldif/types.ts';
+// Adds and modifies take the LDIF model's types: a dynamic role's records and a schema's password change
+// (schemas.ts) are the same requests, and schemas.ts then has no reason to import this contract.
+import type { LdifAttribute, LdifModification, LdifRecord } from '../../lib/ldif/types.ts';
 import type { LdapProviderError } from './errors.ts';
 import type { CredentialType, LdapSchemaName } from './schemas.ts';
 
@@ -42,16 +44,6 @@ export interface LdapConnectionConfig {
   userattr?: string;
   /** When true a username lookup only accepts an entry whose userattr value has the exact same case. */
   case_sensitive_names?: boolean;
-}
-
-export interface LdapAttribute {
-  name: string;
-  values: Array<string | Buffer>;
-}
-
-export interface LdapChange {
-  operation: 'add' | 'replace' | 'delete';
-  attribute: LdapAttribute;
 }
 
 export interface LdapEntry {
@@ -105,8 +97,8 @@ export interface LdapClient {
   findBindEntry(): Promise<LdapEntry>;
   /** Writes a password with the schema's modify request. */
   setPassword(dn: string, password: string): Promise<void>;
-  add(dn: string, attributes: LdapAttribute[]): Promise<void>;
-  modify(dn: string, changes: LdapChange[]): Promise<void>;
+  add(dn: string, attributes: LdifAttribute[]): Promise<void>;
+  modify(dn: string, changes: LdifModification[]): Promise<void>;
   delete(dn: string): Promise<void>;
   executeLdif(records: readonly LdifRecord[], mode: LdifExecMode): Promise<LdifExecResult>;
   /** Unbinds the shared connection; the client may be used again (it reconnects). */

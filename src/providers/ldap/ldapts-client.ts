@@ -6,9 +6,9 @@
 import type { ConnectionOptions, SecureVersion } from 'node:tls';
 import { isIP } from 'node:net';
 import { Attribute, Change, Client, type Entry } from 'ldapts';
-import type { LdifRecord } from '../../lib/ldif/types.ts';
+import type { LdifAttribute, LdifModification, LdifRecord } from '../../lib/ldif/types.ts';
 import type {
-  AccountRef, BindCheck, LdapAttribute, LdapChange, LdapClient, LdapConnectionConfig, LdapEntry,
+  AccountRef, BindCheck, LdapClient, LdapConnectionConfig, LdapEntry,
   LdifExecMode, LdifExecResult, TlsVersionName,
 } from './client.ts';
 import { escapeDnValue, isValidDn } from './dn.ts';
@@ -86,7 +86,7 @@ function toEntry(e: Entry): LdapEntry {
   return { dn: e.dn, attributes };
 }
 
-function toLdapts(change: LdapChange): Change {
+function toLdapts(change: LdifModification): Change {
   return new Change({
     operation: change.operation,
     modification: new Attribute({ type: change.attribute.name, values: change.attribute.values as string[] }),
@@ -341,12 +341,12 @@ export class LdaptsClient implements LdapClient {
     await this.#run(`update password of "${dn}"`, (c) => c.modify(dn, changes.map(toLdapts)), { retry: true, secrets: [password] });
   }
 
-  async add(dn: string, attributes: LdapAttribute[]): Promise<void> {
+  async add(dn: string, attributes: LdifAttribute[]): Promise<void> {
     const attrs = attributes.map((a) => new Attribute({ type: a.name, values: a.values as string[] }));
     await this.#run(`add "${dn}"`, (c) => c.add(dn, attrs), { retry: false, secrets: secretValues(attributes) });
   }
 
-  async modify(dn: string, changes: LdapChange[]): Promise<void> {
+  async modify(dn: string, changes: LdifModification[]): Promise<void> {
     const secrets = secretValues(changes.map((c) => c.attribute));
     await this.#run(`modify "${dn}"`, (c) => c.modify(dn, changes.map(toLdapts)), { retry: false, secrets });
   }
@@ -369,7 +369,7 @@ export class LdaptsClient implements LdapClient {
 const SECRET_ATTRIBUTES = new Set(['userpassword', 'unicodepwd', 'racfpassword', 'racfpassphrase']);
 
 /** Password values sent in an add/modify, so a server message that echoes them is scrubbed. */
-function secretValues(attributes: LdapAttribute[]): string[] {
+function secretValues(attributes: LdifAttribute[]): string[] {
   return attributes
     .filter((a) => SECRET_ATTRIBUTES.has(a.name.toLowerCase()))
     .flatMap((a) => a.values.map((v) => (Buffer.isBuffer(v) ? v.toString('utf8') : v)));

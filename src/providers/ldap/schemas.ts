@@ -2,7 +2,7 @@
  * What a password change writes, per directory schema. Pure functions so the exact modify request
  * (down to the bytes of AD's unicodePwd) is unit-tested without a directory.
  */
-import type { LdapChange } from './client.ts';
+import type { LdifModification } from '../../lib/ldif/types.ts';
 
 export const LDAP_SCHEMAS = ['openldap', 'racf', 'ad'] as const;
 export type LdapSchemaName = (typeof LDAP_SCHEMAS)[number];
@@ -26,7 +26,7 @@ export function encodeAdPassword(password: string): Buffer {
   return Buffer.from(`"${password}"`, 'utf16le');
 }
 
-export function passwordChanges(schema: LdapSchemaName, password: string, credentialType: CredentialType = 'password'): LdapChange[] {
+export function passwordChanges(schema: LdapSchemaName, password: string, credentialType: CredentialType = 'password'): LdifModification[] {
   switch (schema) {
     case 'openldap':
       // Plaintext: hashing is the server's job (ppolicy olcPPolicyHashCleartext), as in Vault.
