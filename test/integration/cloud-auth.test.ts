@@ -358,6 +358,34 @@ describe('login: forged tokens', () => {
     }
   });
 
+  it.each([
+    ['another tenant', () => ({ tid: randomUUID() }), /tenant \(tid\) is not the configured tenant/],
+    ['no tid at all', () => ({ tid: undefined }), /no tenant \(tid\) claim/],
+  ])('"a token whose tid is not the configured tenant is refused, even under the right issuer": %s', async (_name, claims, check) => {
+    const jwt = await mint({ identity: appSp, claims: claims() });
+    expect(JSON.parse(Buffer.from(jwt.split('.')[1], 'base64url').toString()).iss).toBe(emu.miTokens.issuer);
+    await expectForgedDenied(jwt, check);
+  });
+
+  it.each([
+    ['the configured tenant', () => emu.tenantId],
+    ['the configured tenant in upper case (GUIDs compare case-insensitively)', () => emu.tenantId.toUpperCase()],
+  ])('a token whose tid is %s logs in', async (_name, tid) => {
+    const res = await login({ role: 'forged', jwt: await mint({ identity: appSp, claims: { tid: tid() } }) });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+  });
+
+  it('"a tenant configured by domain name is bound by the tenant id its issuer names"', async () => {
+    expect((await server.request('POST', 'sys/auth/cloud-by-domain', { body: { type: 'cloud' } })).status).toBe(204);
+    const config = await server.request('POST', 'auth/cloud-by-domain/config', { body: { tenant_id: emu.state.tenantDomain, resource: RESOURCE, environment: ENV_NAME } });
+    expect(config.status).toBe(204);
+    expect((await server.request('POST', 'auth/cloud-by-domain/role/forged', { body: { bound_service_principal_ids: appSp.principalId } })).status).toBe(204);
+    const ok = await login({ role: 'forged', jwt: await mint({ identity: appSp }) }, 'auth/cloud-by-domain/login');
+    expect(ok.status, JSON.stringify(ok.body)).toBe(200);
+    const other = await login({ role: 'forged', jwt: await mint({ identity: appSp, claims: { tid: randomUUID() } }) }, 'auth/cloud-by-domain/login');
+    expectDenied(other, /tenant \(tid\) is not the configured tenant/);
+  });
+
   it('expired beyond the skew allowance (but accepted within it)', async () => {
     const t = nowSec();
     await expectForgedDenied(await mint({ identity: appSp, issuedAtSec: t - 7200, expiresAtSec: t - 300 }), /expired/);

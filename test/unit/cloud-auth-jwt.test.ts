@@ -6,24 +6,25 @@ import { describe, expect, it } from 'vitest';
 import { JwtVerifier } from '../../src/auth/cloud/jwt-verifier.ts';
 import { FakeClock } from '../../src/core/clock.ts';
 
-const ISSUER = 'https://sts.example/tenant/';
+const TENANT = '72f988bf-86f1-41af-91ab-2d7cd011db47';
+const ISSUER = `https://sts.example/${TENANT}/`;
 const AUD = 'https://management.example/';
 const rsa = (bits = 2048) => generateKeyPairSync('rsa', { modulusLength: bits });
 const main = rsa();
 
-async function verifierFor(keys: Array<Record<string, unknown>>, clock = new FakeClock(Date.now())) {
+async function verifierFor(keys: Array<Record<string, unknown>>, clock = new FakeClock(Date.now()), opts: { tenantId?: string; issuer?: string } = {}) {
   const docs: Record<string, unknown> = {
-    'https://d.example/.well-known/openid-configuration': { issuer: ISSUER, jwks_uri: 'https://d.example/keys' },
+    'https://d.example/.well-known/openid-configuration': { issuer: opts.issuer ?? ISSUER, jwks_uri: 'https://d.example/keys' },
     'https://d.example/keys': { keys },
   };
   const fetch = (async (url: string) => new Response(JSON.stringify(docs[url]), { status: 200 })) as unknown as typeof globalThis.fetch;
-  return new JwtVerifier({ discoveryUrl: 'https://d.example/.well-known/openid-configuration', audience: AUD, clock, fetch });
+  return new JwtVerifier({ discoveryUrl: 'https://d.example/.well-known/openid-configuration', tenantId: opts.tenantId ?? TENANT, audience: AUD, clock, fetch });
 }
 
 /** Signed by hand: jose refuses to produce these tokens (small keys, unknown crit). */
 function signRaw(header: Record<string, unknown>, claims: Record<string, unknown>, key: KeyObject): string {
   const b64 = (v: unknown) => Buffer.from(JSON.stringify(v)).toString('base64url');
-  const input = `${b64({ alg: 'RS256', kid: 'k1', ...header })}.${b64({ iss: ISSUER, aud: AUD, exp: Math.floor(Date.now() / 1000) + 600, oid: 'o', ...claims })}`;
+  const input = `${b64({ alg: 'RS256', kid: 'k1', ...header })}.${b64({ iss: ISSUER, tid: TENANT, aud: AUD, exp: Math.floor(Date.now() / 1000) + 600, oid: 'o', ...claims })}`;
   return `${input}.${rsaSign('sha256', Buffer.from(input), key).toString('base64url')}`;
 }
 
@@ -31,7 +32,7 @@ const jwk = async (key: KeyObject, extra: Record<string, unknown>) => ({ ...(awa
 
 function sign(claims: Record<string, unknown>, opts: { key?: KeyObject } = {}) {
   const now = Math.floor(Date.now() / 1000);
-  return new SignJWT({ iss: ISSUER, aud: AUD, exp: now + 600, oid: 'o', ...claims })
+  return new SignJWT({ iss: ISSUER, tid: TENANT, aud: AUD, exp: now + 600, oid: 'o', ...claims })
     .setProtectedHeader({ alg: 'RS256', kid: 'k1' })
     .sign(opts.key ?? main.privateKey);
 }
@@ -97,5 +98,40 @@ describe('JwtVerifier: claims', () => {
     expect((await v.verify(await sign({ exp: t - 59, nbf: t + 60 }))).oid).toBe('o');
     await expect(v.verify(await sign({ exp: t - 60 }))).rejects.toThrow(/expired/);
     await expect(v.verify(await sign({ nbf: t + 61 }))).rejects.toThrow(/not yet valid/);
+  });
+});
+
+describe('JwtVerifier: tenant (tid)', () => {
+  const OTHER = 'f8cdef31-a31e-4b4a-93e4-5f571e91255a';
+  const key = () => jwk(main.publicKey, { kid: 'k1' });
+
+  it.each([
+    ['another tenant under the right issuer', { tid: OTHER }, /JWT tenant \(tid\) is not the configured tenant/],
+    ['no tid', { tid: undefined }, /JWT has no tenant \(tid\) claim/],
+    ['a tid that is not a string', { tid: [TENANT] }, /not the configured tenant/],
+    ['the tenant with extra characters', { tid: `${TENANT} ` }, /not the configured tenant/],
+  ])('"a token from another tenant is refused": %s', async (_name, claims, message) => {
+    const v = await verifierFor([await key()]);
+    const refused = v.verify(await sign(claims));
+    await expect(refused).rejects.toMatchObject({ status: 403 });
+    await expect(refused).rejects.toThrow(message);
+    await expect(refused).rejects.not.toThrow(OTHER);
+  });
+
+  it('"tenant ids compare case-insensitively": an upper-case tid, or an upper-case configured tenant, is the same tenant', async () => {
+    expect((await (await verifierFor([await key()])).verify(await sign({ tid: TENANT.toUpperCase() }))).oid).toBe('o');
+    expect((await (await verifierFor([await key()], undefined, { tenantId: TENANT.toUpperCase() })).verify(await sign({}))).oid).toBe('o');
+  });
+
+  it('"a tenant configured by domain is bound by the tenant id its issuer names"', async () => {
+    const v = await verifierFor([await key()], undefined, { tenantId: 'contoso.example' });
+    expect((await v.verify(await sign({}))).oid).toBe('o');
+    await expect(v.verify(await sign({ tid: OTHER }))).rejects.toThrow(/not the configured tenant/);
+  });
+
+  it('a tenant configured by domain whose issuer names no tenant id refuses every login as an upstream failure', async () => {
+    const issuer = 'https://sts.example/contoso/';
+    const v = await verifierFor([await key()], undefined, { tenantId: 'contoso.example', issuer });
+    await expect(v.verify(await sign({ iss: issuer }))).rejects.toMatchObject({ status: 502 });
   });
 });

@@ -1,6 +1,11 @@
 /**
  * Verifies login JWTs against the tenant's OpenID discovery document and JWKS: RS256 only, `iss`
- * equal to the discovered issuer, `aud` equal to the configured resource, exp/nbf with a small skew.
+ * equal to the discovered issuer, `tid` equal to the configured tenant, `aud` equal to the configured
+ * resource, exp/nbf with a small skew.
+ *
+ * The tenant is checked on its own as well as through the issuer: Entra signs every tenant's tokens with
+ * the same keys, so the signature alone says nothing about the tenant, and `tid` is the claim that names
+ * it. A tenant configured by domain name is bound by the tenant id its discovery document's issuer names.
  *
  * Discovery and keys are cached. A token with an unknown `kid` (the directory rotated its keys) makes
  * the verifier fetch the document and keys again, but at most once per `minRefreshIntervalMs` and never
@@ -24,6 +29,8 @@ const FETCH_TIMEOUT_MS = 10_000;
 export interface JwtVerifierOptions {
   /** `<authority>/<tenant>/.well-known/openid-configuration` (the v1 document: managed-identity tokens carry the v1 issuer). */
   discoveryUrl: string;
+  /** The configured tenant: a tenant id (GUID) or a verified domain name. */
+  tenantId: string;
   audience: string;
   clock: Clock;
   fetch?: typeof fetch;
@@ -37,12 +44,22 @@ const jwksSchema = z.object({ keys: z.array(z.looseObject({ kty: z.string(), kid
 
 interface KeyState {
   issuer: string;
+  /** Lower-cased tenant id the `tid` claim must name. */
+  tenant: string;
   kids: Set<string>;
   keys: ReturnType<typeof createLocalJWKSet>;
   fetchedAt: number;
 }
 
 const deny = (what: string): PermissionDeniedError => new PermissionDeniedError(`permission denied: ${what}`);
+
+const GUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** The tenant id an Entra issuer names (`https://sts.windows.net/<tid>/`, `https://login.microsoftonline.com/<tid>/v2.0`). */
+function issuerTenant(issuer: string): string | undefined {
+  const path = URL.parse(issuer)?.pathname ?? '';
+  return path.split('/').find((segment) => GUID.test(segment))?.toLowerCase();
+}
 
 export class JwtVerifier {
   readonly #opts: Required<Omit<JwtVerifierOptions, 'fetch'>> & { fetch: typeof fetch };
@@ -77,19 +94,23 @@ export class JwtVerifier {
       if (!this.#state?.kids.has(header.kid)) throw deny("JWT key id is not one of the tenant's signing keys");
     }
     const state = this.#state!;
+    let payload: JWTPayload;
     try {
-      const { payload } = await jwtVerify(jwt, state.keys, {
+      ({ payload } = await jwtVerify(jwt, state.keys, {
         algorithms: ['RS256'],
         issuer: state.issuer,
         audience: this.#opts.audience,
         clockTolerance: CLOCK_SKEW_SECONDS,
         currentDate: new Date(this.#opts.clock.now()),
         requiredClaims: ['exp'],
-      });
-      return payload as JWTPayload & Record<string, unknown>;
+      }));
     } catch (err) {
       throw denial(err);
     }
+    // Tenant ids are GUIDs, which compare case-insensitively.
+    if (payload.tid === undefined) throw deny('JWT has no tenant (tid) claim');
+    if (typeof payload.tid !== 'string' || payload.tid.toLowerCase() !== state.tenant) throw deny('JWT tenant (tid) is not the configured tenant');
+    return payload as JWTPayload & Record<string, unknown>;
   }
 
   async #ensureLoaded(): Promise<void> {
@@ -126,8 +147,12 @@ export class JwtVerifier {
     // jose refuses RS256 keys under 2048 bits with a TypeError at verification; leaving them out here makes a
     // token naming one an unknown key (403) rather than an internal error.
     const keys = jwks.data.keys.filter((k) => !(k.kty === 'RSA' && typeof k.n === 'string' && rsaModulusBits(k.n) < MIN_RSA_BITS));
+    const configured = this.#opts.tenantId;
+    const tenant = GUID.test(configured) ? configured.toLowerCase() : issuerTenant(discovery.data.issuer);
+    if (!tenant) throw new UpstreamError("the directory's discovery document names no tenant id in its issuer, so token tenants cannot be checked");
     this.#state = {
       issuer: discovery.data.issuer,
+      tenant,
       kids: new Set(keys.map((k) => k.kid).filter((k): k is string => !!k)),
       keys: createLocalJWKSet({ keys } as JSONWebKeySet),
       fetchedAt: this.#opts.clock.now(),

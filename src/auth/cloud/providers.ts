@@ -80,6 +80,7 @@ export class CloudAuthProviders {
     const environment = this.#environment(config);
     const verifier = new JwtVerifier({
       discoveryUrl: `${environment.activeDirectoryEndpoint}/${encodeURIComponent(config.tenant_id)}/.well-known/openid-configuration`,
+      tenantId: config.tenant_id,
       audience: config.resource,
       clock: this.#deps.clock,
     });

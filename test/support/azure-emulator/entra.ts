@@ -168,7 +168,7 @@ function resourceFromScope(scope: string): string | undefined {
 
 async function tokenRequest(ctx: ServiceContext, verifyAssertion: VerifyClientAssertion, req: EmulatorRequest, version: 'v1' | 'v2'): Promise<EmulatorResponse> {
   const { state, tokens, urls } = ctx;
-  if (req.params.tenant.toLowerCase() !== state.tenantId.toLowerCase()) {
+  if (!state.isTenant(req.params.tenant)) {
     return aadError(400, 'invalid_request', 90002, `Tenant '${req.params.tenant}' not found. Check to make sure you have the correct tenant ID and are signing into the correct cloud.`);
   }
   const form = new URLSearchParams(req.rawBody);
@@ -238,7 +238,7 @@ async function tokenRequest(ctx: ServiceContext, verifyAssertion: VerifyClientAs
 
 function discovery(ctx: ServiceContext, req: EmulatorRequest, version: 'v1' | 'v2'): EmulatorResponse {
   const { state, urls, tokens } = ctx;
-  if (req.params.tenant.toLowerCase() !== state.tenantId.toLowerCase()) {
+  if (!state.isTenant(req.params.tenant)) {
     return aadError(400, 'invalid_tenant', 90002, `Tenant '${req.params.tenant}' not found.`);
   }
   const base = `${urls.login}/${state.tenantId}`;

@@ -104,7 +104,7 @@ export class ManagedIdentityTokens {
  * the v2 document, which stays the token service's.
  */
 export function registerManagedIdentityTokens(router: Router, ctx: ServiceContext, mi: ManagedIdentityTokens): void {
-  const sameTenant = (req: EmulatorRequest): boolean => req.params.tenant.toLowerCase() === ctx.state.tenantId.toLowerCase();
+  const sameTenant = (req: EmulatorRequest): boolean => ctx.state.isTenant(req.params.tenant);
   router
     .add('GET', '/:tenant/.well-known/openid-configuration', (req) => {
       if (!sameTenant(req)) return aadError(400, 'invalid_tenant', 90002, `Tenant '${req.params.tenant}' not found.`);

@@ -113,6 +113,8 @@ export type SecretCheck = 'ok' | 'invalid' | 'expired';
 
 export class EmulatorState {
   readonly tenantId: string;
+  /** The tenant's initial verified domain; Entra accepts it wherever the tenant id goes in a login URL. */
+  readonly tenantDomain: string;
   readonly now: () => number;
   readonly subscriptions = new Set<string>();
   readonly applications = new Map<string, Application>();
@@ -130,7 +132,14 @@ export class EmulatorState {
 
   constructor(tenantId: string, now: () => number = Date.now) {
     this.tenantId = tenantId;
+    this.tenantDomain = `emulator${tenantId.slice(0, 8)}.onmicrosoft.com`;
     this.now = now;
+  }
+
+  /** Whether a login URL's tenant segment names this tenant (its id or domain, case-insensitively). */
+  isTenant(segment: string): boolean {
+    const s = segment.toLowerCase();
+    return s === this.tenantId.toLowerCase() || s === this.tenantDomain.toLowerCase();
   }
 
   isoNow(offsetMs = 0): string {
