@@ -3,11 +3,18 @@
  * shared by dynamic credentials and persisted roles. Each step is recorded in the creation WAL
  * before the next starts, and any failure removes what was made before the error is returned.
  */
+import { z } from 'zod';
 import { newUuid } from '../../core/ids.ts';
 import type { AzureClients } from '../../providers/azure/clients.ts';
 import type { NewPassword } from '../../providers/azure/graph.ts';
-import type { CanonicalGroup, CanonicalRole } from './roles.ts';
 import type { CreationWal, PrincipalWalEntry } from './wal.ts';
+
+/** A role assignment a principal receives, as resolved against ARM (role definition id, scope). */
+export const canonicalRoleSchema = z.object({ role_name: z.string(), role_id: z.string(), scope: z.string() });
+/** A group a principal joins, as resolved against Graph. */
+export const canonicalGroupSchema = z.object({ group_name: z.string(), object_id: z.string() });
+export type CanonicalRole = z.infer<typeof canonicalRoleSchema>;
+export type CanonicalGroup = z.infer<typeof canonicalGroupSchema>;
 
 export interface PrincipalSpec {
   displayName: string;

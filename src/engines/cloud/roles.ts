@@ -7,13 +7,8 @@ import type { StorageView } from '../../core/storage/view.ts';
 import type { AzureClients } from '../../providers/azure/clients.ts';
 import type { CloudConfig } from './config.ts';
 import type { CloudEngine, Connection } from './engine.ts';
-import { createPrincipal } from './principals.ts';
+import { canonicalGroupSchema, canonicalRoleSchema, createPrincipal, type CanonicalGroup, type CanonicalRole } from './principals.ts';
 import { removePrincipal } from './revoke.ts';
-
-const canonicalRoleSchema = z.object({ role_name: z.string(), role_id: z.string(), scope: z.string() });
-const canonicalGroupSchema = z.object({ group_name: z.string(), object_id: z.string() });
-export type CanonicalRole = z.infer<typeof canonicalRoleSchema>;
-export type CanonicalGroup = z.infer<typeof canonicalGroupSchema>;
 
 /** The application and principal a persist_app role owns, with what was granted to it. */
 const managedAppSchema = z.object({
