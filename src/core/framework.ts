@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { Clock } from './clock.ts';
+import { BadRequestError } from './errors.ts';
 import type { FieldValues, Fields } from './fields.ts';
 import type { PreparedWrite, StorageView } from './storage/view.ts';
 
@@ -133,8 +134,14 @@ export interface PathDefinition<F extends Fields = Fields> {
   description: string;
 }
 
-/** Role, set and policy names are case-insensitive: their canonical spelling is lower case. */
-export const lowerName = (raw: string): string => raw.toLowerCase();
+/**
+ * Role and set names are case-insensitive: their canonical spelling is lower case. Names may hold `/` (Vault's
+ * hierarchical names) but not an empty segment, which would make `a//b` a second spelling of a path.
+ */
+export const lowerName = (raw: string): string => {
+  if (raw.includes('//')) throw new BadRequestError('the request path must not contain an empty segment ("//") in a name');
+  return raw.toLowerCase();
+};
 
 /** Typed helper so each path file gets field inference. */
 export function definePath<F extends Fields>(def: PathDefinition<F>): PathDefinition<Fields> {

@@ -13,11 +13,15 @@ export interface TestBackendProbe {
   ticks: number;
   /** Whether the lease of the last `early/` request was stored when its handler went on to "create" the secret. */
   leaseStoredFirst: boolean;
+  /** When set, every revocation waits for it (holds a revocation open so a test can act during it). */
+  revokeGate?: Promise<void>;
+  /** Revocations currently waiting at the gate. */
+  revoking: number;
 }
 
 export function testBackend(probes: Map<string, TestBackendProbe>): BackendFactory {
   return (ctx) => {
-    const probe: TestBackendProbe = { revoked: [], failRevocations: false, ticks: 0, leaseStoredFirst: false };
+    const probe: TestBackendProbe = { revoked: [], failRevocations: false, ticks: 0, leaseStoredFirst: false, revoking: 0 };
     probes.set(ctx.mount.path, probe);
     return {
       periodic: { intervalMs: 60_000, run: async () => void probe.ticks++ },
@@ -72,6 +76,10 @@ export function testBackend(probes: Map<string, TestBackendProbe>): BackendFacto
         {
           type: 'test_secret',
           revoke: async (lease) => {
+            if (probe.revokeGate) {
+              probe.revoking++;
+              await probe.revokeGate.finally(() => probe.revoking--);
+            }
             if (probe.failRevocations) throw new Error('the test engine was told to fail');
             probe.revoked.push(String(lease.internal.name));
           },
