@@ -88,6 +88,9 @@ describe('token_bound_cidrs (finding 5: checked on every use, not only at login)
     const { token } = await issueToken(s.core, { policies: ['default'], path: 'auth/token/create', displayName: 'bound', ttl: 3600, parent: '', renewable: true, boundCidrs: ['10.0.0.0/8'] });
     expect((await call('GET', 'auth/token/lookup-self', token, from)).statusCode).toBe(status);
     expect((await call('POST', 'auth/token/renew-self', token, from)).statusCode).toBe(status);
+    // Renewing it by value from elsewhere (with a token of one's own) is a use of it too.
+    const renew = await s.app.inject({ method: 'POST', url: '/v1/auth/token/renew', remoteAddress: from, headers: { 'x-service-token': 'root' }, payload: { token } });
+    expect(renew.statusCode).toBe(status);
   });
 
   it('"a token bound to an IPv6 block is refused from IPv4 and other IPv6 addresses"', async () => {

@@ -6,6 +6,7 @@ import { definePath, type BackendRequest, type PathDefinition } from '../../core
 import { minPositive } from '../../core/leases.ts';
 import { authBlock } from '../../core/token-issue.ts';
 import type { TokenEntry } from '../../core/tokens.ts';
+import { addressInCidrs } from '../../lib/cidr.ts';
 
 const iso = (ms: number) => new Date(ms).toISOString();
 
@@ -102,6 +103,8 @@ export function managePaths(core: Core): PathDefinition[] {
         update: async (req) => {
           const entry = await byToken(req.data.token);
           if (!entry) throw new BadRequestError('token not found');
+          // Presenting a token to renew it is a use of it: its network bounds apply as on any request it makes.
+          if (entry.boundCidrs.length > 0 && !addressInCidrs(req.remoteAddress, entry.boundCidrs)) throw new PermissionDeniedError();
           return renewed(entry, req.data.increment, req.data.token!);
         },
       },
