@@ -75,6 +75,14 @@ export function effectiveConfig(stored: CloudConfig, env: NodeJS.ProcessEnv): Cl
   return out;
 }
 
+/** Client ids (appIds) are GUIDs: any case, and surrounding space, name the same application. */
+export const sameAppId = (a: string, b: string): boolean => a.trim().toLowerCase() === b.trim().toLowerCase();
+
+/** Whether `appId` is the application the engine signs in as. */
+export function isEngineApp(config: Pick<CloudConfig, 'client_id'>, appId: string): boolean {
+  return config.client_id !== '' && sameAppId(appId, config.client_id);
+}
+
 /** Which of the overridable fields currently come from the environment. */
 export function overriddenFields(env: NodeJS.ProcessEnv): Array<keyof typeof ENV_OVERRIDES> {
   return (Object.keys(ENV_OVERRIDES) as Array<keyof typeof ENV_OVERRIDES>).filter((name) => !!env[ENV_OVERRIDES[name]]?.trim());
@@ -137,6 +145,8 @@ export interface ConfigPathDeps {
   envOptions: ResolveEnvironmentOptions;
   /** Serialises config writes with rotate-root, which also rewrites the config. */
   withConfigLock<T>(fn: () => Promise<T>): Promise<T>;
+  /** The name of a role whose credentials are passwords on this application, if any. */
+  roleIssuingOn(storage: StorageView, appId: string): Promise<string | undefined>;
   /** Drops clients built from the previous config. */
   onChange(): void;
 }
@@ -170,7 +180,16 @@ export function configPaths(deps: ConfigPathDeps): PathDefinition[] {
           }
           // Checked as the engine will use it: a value may come from the environment alone, and an
           // environment secret next to a stored audience is as ambiguous as both stored.
-          validateConfig(effectiveConfig(next, deps.env), deps.envOptions);
+          const effective = effectiveConfig(next, deps.env);
+          validateConfig(effective, deps.envOptions);
+          // The engine never manages itself: switching it to an application a role hands out passwords on
+          // (or owns, with persist_app) is refused here, where the operator can still pick another. creds and
+          // role writes check again, for a client_id that only the environment changed.
+          const switched = effective.client_id !== '' && !isEngineApp(effectiveConfig(current, deps.env), effective.client_id);
+          const role = switched ? await deps.roleIssuingOn(req.storage, effective.client_id) : undefined;
+          if (role) {
+            throw new BadRequestError(`invalid value for field "client_id": role '${role}' issues credentials on this application, and the engine may not manage its own application; change or delete the role first`);
+          }
           await writeConfig(req.storage, next);
           deps.onChange();
         }),

@@ -2,6 +2,7 @@ import { BadRequestError, ConflictError } from '../../core/errors.ts';
 import { definePath, type BackendResponse, type PathDefinition, lowerName } from '../../core/framework.ts';
 import { newUuid } from '../../core/ids.ts';
 import type { NewPassword } from '../../providers/azure/graph.ts';
+import { isEngineApp } from './config.ts';
 import type { CloudEngine, Connection } from './engine.ts';
 import { createPrincipal } from './principals.ts';
 import { DYNAMIC_SECRET, STATIC_SECRET, type DynamicLease, type StaticLease } from './revoke.ts';
@@ -20,9 +21,7 @@ async function issueStatic(engine: CloudEngine, conn: Connection, name: string, 
   const appObjectId = role.managed_app?.app_object_id ?? role.application_object_id;
   const appId = role.managed_app?.app_id ?? role.application_id;
   // The config may have changed (or come from the environment) since the role was written.
-  if (conn.config.client_id && appId.toLowerCase() === conn.config.client_id.toLowerCase()) {
-    throw new BadRequestError(`role '${name}' targets the engine's own application; credentials are not issued for it`);
-  }
+  if (isEngineApp(conn.config, appId)) throw new BadRequestError(`role '${name}' targets the engine's own application; credentials are not issued for it`);
   const displayName = `strongroom-${newUuid()}`;
   const walId = await engine.wal.begin({ kind: 'password', created_at: 0, lease_id: leaseId, app_object_id: appObjectId, display_name: displayName });
   let password: NewPassword;

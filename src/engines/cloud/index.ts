@@ -9,7 +9,7 @@ import { configPaths } from './config.ts';
 import { credsPaths } from './creds.ts';
 import { CloudEngine } from './engine.ts';
 import { secretTypes } from './revoke.ts';
-import { rolePaths } from './roles.ts';
+import { roleIssuingOn, rolePaths } from './roles.ts';
 import { RootRotation, rotateRootPaths, type RotateRootOptions } from './rotate-root.ts';
 
 export interface CloudEngineOptions {
@@ -28,7 +28,7 @@ export function cloudSecretsEngine(options: CloudEngineOptions = {}): BackendFac
     return {
       // Literal paths first; `roles/?` (list) before `roles/<name>`.
       paths: [
-        ...configPaths({ env, envOptions: { env }, withConfigLock: (fn) => engine.locks.run('config', fn), onChange: () => engine.invalidate() }),
+        ...configPaths({ env, envOptions: { env }, withConfigLock: (fn) => engine.locks.run('config', fn), roleIssuingOn, onChange: () => engine.invalidate() }),
         ...rotateRootPaths(rotation),
         ...rolePaths(engine),
         ...credsPaths(engine),

@@ -5,7 +5,7 @@ import { definePath, type BackendRequest, type PathDefinition, lowerName } from 
 import { newUuid } from '../../core/ids.ts';
 import type { StorageView } from '../../core/storage/view.ts';
 import type { AzureClients } from '../../providers/azure/clients.ts';
-import type { CloudConfig } from './config.ts';
+import { isEngineApp, sameAppId, type CloudConfig } from './config.ts';
 import type { CloudEngine, Connection } from './engine.ts';
 import { canonicalGroupSchema, canonicalRoleSchema, createPrincipal, type CanonicalGroup, type CanonicalRole } from './principals.ts';
 import { removePrincipal } from './revoke.ts';
@@ -52,6 +52,18 @@ async function deleteRole(storage: StorageView, name: string): Promise<void> {
 }
 async function listRoles(storage: StorageView): Promise<string[]> {
   return storage.list('roles/');
+}
+
+/** The application a role's credentials are passwords on: its persisted app or application_object_id ('' when dynamic). */
+const issuingAppId = (role: CloudRole): string => role.managed_app?.app_id ?? role.application_id;
+
+/** The first role whose credentials are passwords on the application `appId`. */
+export async function roleIssuingOn(storage: StorageView, appId: string): Promise<string | undefined> {
+  for (const name of await listRoles(storage)) {
+    const role = await readRole(storage, name);
+    if (role && sameAppId(issuingAppId(role), appId)) return name;
+  }
+  return undefined;
 }
 
 /** The spec's names for Azure's sign-in audiences. */
@@ -168,14 +180,24 @@ async function resolveGroups(clients: AzureClients, input: Array<z.infer<typeof 
   return out;
 }
 
-/** The existing application must exist and must not be the one the engine itself signs in as. */
-async function resolveApplication(conn: Connection, objectId: string): Promise<string> {
+/**
+ * The existing application must exist and must not be the one the engine itself signs in as, named by its
+ * object id or (a common mix-up) by its client id. Graph's spelling of the object id is what is stored.
+ */
+async function resolveApplication(conn: Connection, objectId: string): Promise<{ id: string; appId: string }> {
+  const own = new BadRequestError('invalid value for field "application_object_id": the role may not target the engine\'s own application (config client_id)');
+  if (isEngineApp(conn.config, objectId)) throw own;
   const app = await conn.clients.graph.getApplication(objectId);
   if (!app) throw new BadRequestError(`invalid value for field "application_object_id": no application found with object id '${objectId}'`);
-  if (conn.config.client_id && app.appId.toLowerCase() === conn.config.client_id.toLowerCase()) {
-    throw new BadRequestError(`invalid value for field "application_object_id": the role may not target the engine's own application (client_id ${conn.config.client_id})`);
+  if (isEngineApp(conn.config, app.appId)) throw own;
+  return app;
+}
+
+/** A persisted app the config has since been pointed at is the engine's own: the role neither re-grants nor deletes it. */
+function refuseManagingEngineApp(conn: Connection, name: string, role: CloudRole | undefined): void {
+  if (role?.managed_app && isEngineApp(conn.config, role.managed_app.app_id)) {
+    throw new BadRequestError(`role '${name}' owns the application the engine signs in as (config client_id); point the config at another application before changing or deleting the role`);
   }
-  return app.appId;
 }
 
 /** Brings a persisted app's role assignments and group memberships in line with the role. */
@@ -256,7 +278,10 @@ async function writeRoleHandler(engine: CloudEngine, req: BackendRequest<RoleFie
 
     const conn = await engine.connect();
     const { clients } = conn;
-    next.application_id = next.application_object_id ? await resolveApplication(conn, next.application_object_id) : '';
+    refuseManagingEngineApp(conn, name, current);
+    const app = next.application_object_id ? await resolveApplication(conn, next.application_object_id) : undefined;
+    next.application_object_id = app?.id ?? '';
+    next.application_id = app?.appId ?? '';
     next.cloud_roles = await resolveRoles(clients, conn.config, rawRoles);
     next.cloud_groups = await resolveGroups(clients, rawGroups);
     const warnings = next.application_object_id && (next.cloud_roles.length || next.cloud_groups.length)
@@ -318,7 +343,11 @@ export function rolePaths(engine: CloudEngine): PathDefinition[] {
           await engine.locks.run(`role/${name}`, async () => {
             const role = await readRole(req.storage, name);
             if (!role) throw new NotFoundError([`role '${name}' does not exist`]);
-            if (role.managed_app) await removeManagedApp((await engine.connect()).clients, role.managed_app, role.permanently_delete);
+            if (role.managed_app) {
+              const conn = await engine.connect();
+              refuseManagingEngineApp(conn, name, role);
+              await removeManagedApp(conn.clients, role.managed_app, role.permanently_delete);
+            }
             await deleteRole(req.storage, name);
           });
         },

@@ -150,8 +150,9 @@ export function registerGraph(router: Router, ctx: ServiceContext): void {
     return json(204);
   };
 
-  const app = (id: string): Application | undefined => state.applications.get(id);
-  const sp = (id: string): ServicePrincipal | undefined => state.servicePrincipals.get(id);
+  // Object ids are GUIDs, which Graph matches in any case; the state keys them in lower case.
+  const app = (id: string): Application | undefined => state.applications.get(id.toLowerCase());
+  const sp = (id: string): ServicePrincipal | undefined => state.servicePrincipals.get(id.toLowerCase());
 
   router
     .add('POST', '/v1.0/applications', guarded('appWrite', (_req, body) => {
