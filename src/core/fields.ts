@@ -1,10 +1,13 @@
 import { z } from 'zod';
-import { DurationError, parseDurationSecond } from './durations.ts';
+import { DurationError, DurationTooLongError, MAX_DURATION_SECONDS, parseDurationSecond } from './durations.ts';
 
 /**
  * Field builders with Vault's weak decoding (sdk/framework): strings from numbers and bools, bools from
  * "true"/"1"/"t", ints from numeric strings, durations in seconds, comma lists. Every field carries a
  * description because the path table doubles as API documentation.
+ *
+ * Every builder bounds its input (docs/limits.md lists the bounds): a value past a bound is a 400 naming the
+ * field and the bound, decided before anything downstream sizes a loop, a timer or an allocation by it.
  */
 export interface Field<T = unknown> {
   schema: z.ZodType<T>;
@@ -21,81 +24,186 @@ interface FieldOptions<T> {
   secret?: boolean;
 }
 
+export const FIELD_LIMITS = Object.freeze({
+  /** Characters (UTF-16 code units) of a string field: room for a policy, a PEM bundle or an LDIF template. */
+  stringLength: 64 * 1024,
+  /** Elements of a list field. */
+  listItems: 1_000,
+  /** Characters of one list element or map key: names, ids, CIDRs and DNs are far shorter. */
+  itemLength: 4_096,
+  /** Keys of a map field. */
+  mapKeys: 1_000,
+});
+
+interface StringOptions extends FieldOptions<string> {
+  maxLength?: number;
+}
+interface IntOptions extends FieldOptions<number> {
+  min?: number;
+  max?: number;
+}
+interface DurationOptions extends FieldOptions<number> {
+  /** Seconds; a field may only lower the system-wide MAX_DURATION_SECONDS. */
+  max?: number;
+}
+interface ListOptions extends FieldOptions<string[]> {
+  maxItems?: number;
+  maxItemLength?: number;
+}
+interface MapOptions<T> extends FieldOptions<T> {
+  maxKeys?: number;
+}
+
+/** A refusal whose message completes `invalid value for field "<name>": `. */
+class FieldError extends Error {}
+
+/**
+ * A schema from a plain decoding function, so each rule (and the order the bounds are checked in, before any
+ * per-element work) reads top to bottom. Only refusals become issues; anything else thrown is a bug.
+ */
+function decoder<T>(decode: (v: unknown) => T): z.ZodType<T> {
+  return z.unknown().transform((v, ctx) => {
+    try {
+      return decode(v);
+    } catch (err) {
+      if (!(err instanceof FieldError || err instanceof DurationError)) throw err;
+      ctx.addIssue({ code: 'custom', message: err.message });
+      return z.NEVER;
+    }
+  });
+}
+
+/** The bound options are spent on the schema; the field keeps what the pipeline reads. */
+function build<T>(schema: z.ZodType<T>, description: string, { default: def, required, secret }: FieldOptions<T>): Field<T> {
+  return { schema, description, default: def, required, secret };
+}
+
+function checkLength(s: string, max: number, what: string): string {
+  if (s.length > max) throw new FieldError(`${what} longer than the maximum of ${max} characters`);
+  return s;
+}
+
+function decodeString(v: unknown, maxLength: number): string {
+  const s = typeof v === 'number' ? String(v) : typeof v === 'boolean' ? (v ? '1' : '0') : v;
+  if (typeof s !== 'string') throw new FieldError('expected a string');
+  return checkLength(s, maxLength, 'a string');
+}
+
 const TRUE = new Set(['1', 't', 'T', 'TRUE', 'true', 'True']);
 const FALSE = new Set(['0', 'f', 'F', 'FALSE', 'false', 'False', '']);
 
-function build<T>(schema: z.ZodType<T>, description: string, opts: FieldOptions<T> = {}): Field<T> {
-  return { schema, description, ...opts };
+function decodeBool(v: unknown): boolean {
+  if (typeof v === 'boolean') return v;
+  if (typeof v === 'string' && TRUE.has(v)) return true;
+  if (typeof v === 'string' && FALSE.has(v)) return false;
+  if (typeof v === 'number') return v !== 0;
+  throw new FieldError('expected a boolean (true/false)');
 }
 
-const stringSchema = z.preprocess((v) => (typeof v === 'number' || typeof v === 'bigint' ? String(v) : typeof v === 'boolean' ? (v ? '1' : '0') : v), z.string({ error: 'expected a string' }));
+function decodeInt(v: unknown, { min = -Number.MAX_SAFE_INTEGER, max = Number.MAX_SAFE_INTEGER }: IntOptions): number {
+  let n = v;
+  if (v === '') n = 0;
+  else if (typeof v === 'string') {
+    const m = /^([-+]?)(0x[0-9a-f]+|\d+)$/i.exec(v.trim());
+    // 0 - x rather than -x: "-0" is zero, not negative zero.
+    if (m) n = m[1] === '-' ? 0 - Number(m[2]) : Number(m[2]);
+  }
+  if (typeof n !== 'number' || !Number.isInteger(n)) throw new FieldError('expected an integer');
+  // Past 2^53 a number no longer holds every integer: "9007199254740993" would silently become ...992.
+  if (!Number.isSafeInteger(n) || n < min || n > max) throw new FieldError(`expected an integer from ${min} to ${max}`);
+  return n;
+}
 
-const boolSchema = z.preprocess((v) => {
-  if (typeof v === 'string') return TRUE.has(v) ? true : FALSE.has(v) ? false : v;
-  if (typeof v === 'number') return v !== 0;
-  return v;
-}, z.boolean({ error: 'expected a boolean (true/false)' }));
+const DURATION_SYNTAX = 'use integer seconds, a Go duration like "1h30m", or "<n>d"';
 
-const intSchema = z.preprocess((v) => {
-  if (v === '') return 0;
-  if (typeof v === 'string' && /^[-+]?(0x[0-9a-fA-F]+|\d+)$/.test(v.trim())) return Number(v.trim());
-  return v;
-}, z.number({ error: 'expected an integer' }).int({ error: 'expected an integer' }));
-
-const durationSchema = z.unknown().transform((v, ctx) => {
+function decodeDuration(v: unknown, max: number): number {
+  if (typeof v === 'number' && Number.isFinite(v) && !Number.isInteger(v)) throw new FieldError('expected whole seconds');
+  let seconds: number;
   try {
-    if (typeof v === 'number' && !Number.isInteger(v)) throw new DurationError('expected whole seconds');
-    if (v !== null && v !== undefined && typeof v !== 'string' && typeof v !== 'number') throw new DurationError('expected a duration');
-    const seconds = parseDurationSecond(v);
-    if (seconds < 0) throw new DurationError(`cannot provide negative value '${seconds}'`);
-    return seconds;
+    seconds = parseDurationSecond(v);
   } catch (err) {
-    ctx.addIssue({ code: 'custom', message: `${(err as Error).message} (use integer seconds, a Go duration like "1h30m", or "<n>d")` });
-    return z.NEVER;
+    if (err instanceof DurationTooLongError) throw err;
+    throw new FieldError(`${(err as Error).message} (${DURATION_SYNTAX})`);
   }
-});
+  if (seconds < 0) throw new FieldError('a duration cannot be negative');
+  if (seconds > max) throw new DurationTooLongError(max);
+  return seconds;
+}
 
-const commaListSchema = z.preprocess((v) => {
-  if (typeof v === 'string') return v === '' ? [] : v.split(',').map((s) => s.trim());
-  if (typeof v === 'number') return [String(v)];
-  if (Array.isArray(v)) return v.map((e) => (typeof e === 'string' ? e.trim() : typeof e === 'number' || typeof e === 'boolean' ? String(e) : e));
-  return v;
-}, z.array(z.string({ error: 'expected a list of strings' }), { error: 'expected a list or a comma-separated string' }));
+/**
+ * Lists are counted before their elements are looked at, and a string is split no further than one element past
+ * the bound, so a million commas cost no more than a thousand.
+ */
+function decodeList(v: unknown, split: (s: string, limit: number) => string[], { maxItems = FIELD_LIMITS.listItems, maxItemLength = FIELD_LIMITS.itemLength }: ListOptions, expected: string): string[] {
+  let items: unknown[];
+  if (typeof v === 'string') items = v === '' ? [] : split(v, maxItems + 1);
+  else if (typeof v === 'number') items = [String(v)];
+  else if (Array.isArray(v)) items = v;
+  else throw new FieldError(expected);
+  if (items.length > maxItems) throw new FieldError(`more than the maximum of ${maxItems} elements`);
+  return items.map((e) => {
+    const s = typeof e === 'string' ? e.trim() : typeof e === 'number' || typeof e === 'boolean' ? String(e) : undefined;
+    if (s === undefined) throw new FieldError('expected a list of strings');
+    return checkLength(s, maxItemLength, 'an element');
+  });
+}
 
-const stringListSchema = z.preprocess((v) => {
-  if (typeof v === 'string') return v === '' ? [] : [v.trim()];
-  if (Array.isArray(v)) return v.map((e) => (typeof e === 'string' ? e.trim() : typeof e === 'number' ? String(e) : e));
-  return v;
-}, z.array(z.string({ error: 'expected a list of strings' }), { error: 'expected a list of strings' }));
+function plainObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
 
-const mapSchema = z.record(z.string(), z.unknown(), { error: 'expected a JSON object' });
+function checkKeys(entries: Array<[string, unknown]>, maxKeys: number): Array<[string, unknown]> {
+  if (entries.length > maxKeys) throw new FieldError(`more than the maximum of ${maxKeys} keys`);
+  for (const [k] of entries) checkLength(k, FIELD_LIMITS.itemLength, 'a key');
+  return entries;
+}
 
-const kvPairsSchema = z.preprocess((v) => {
+function decodeMap(v: unknown, maxKeys: number): Record<string, unknown> {
+  if (!plainObject(v)) throw new FieldError('expected a JSON object');
+  // fromEntries defines own properties: a "__proto__" key stays a key instead of replacing the prototype.
+  return Object.fromEntries(checkKeys(Object.entries(v), maxKeys));
+}
+
+function decodeKvPairs(v: unknown, maxKeys: number): Record<string, string> {
+  const expected = 'expected a map of strings or a list of key=value strings';
+  let entries: Array<[string, unknown]>;
   if (Array.isArray(v)) {
-    const out: Record<string, unknown> = {};
-    for (const item of v) {
-      const s = String(item);
+    if (v.length > maxKeys) throw new FieldError(`more than the maximum of ${maxKeys} keys`);
+    entries = v.map((item) => {
+      const s = typeof item === 'string' ? item : typeof item === 'number' || typeof item === 'boolean' ? String(item) : '';
       const eq = s.indexOf('=');
-      if (eq <= 0) return { __invalid: s };
-      out[s.slice(0, eq)] = s.slice(eq + 1);
-    }
-    return out;
+      if (eq <= 0) throw new FieldError('expected key=value pairs');
+      return [s.slice(0, eq), s.slice(eq + 1)];
+    });
+  } else if (plainObject(v)) {
+    entries = Object.entries(v);
+  } else {
+    throw new FieldError(expected);
   }
-  return v;
-}, z.record(z.string(), z.preprocess((v) => (typeof v === 'number' || typeof v === 'boolean' ? String(v) : v), z.string()), { error: 'expected a map of strings or a list of key=value strings' }).refine((m) => !('__invalid' in m), { message: 'expected key=value pairs' }));
+  return Object.fromEntries(checkKeys(entries, maxKeys).map(([k, value]) => {
+    if (typeof value !== 'string' && typeof value !== 'number' && typeof value !== 'boolean') throw new FieldError(expected);
+    return [k, checkLength(String(value), FIELD_LIMITS.stringLength, 'a value')];
+  }));
+}
+
+const splitComma = (s: string, limit: number) => s.split(',', limit);
+const whole = (s: string) => [s];
 
 export const field = {
-  string: (description: string, opts?: FieldOptions<string>) => build(stringSchema, description, opts),
-  lowercase: (description: string, opts?: FieldOptions<string>) => build(stringSchema.transform((s) => s.toLowerCase()), description, opts),
-  bool: (description: string, opts?: FieldOptions<boolean>) => build(boolSchema, description, opts),
-  int: (description: string, opts?: FieldOptions<number>) => build(intSchema, description, opts),
-  duration: (description: string, opts?: FieldOptions<number>) => build(durationSchema, description, opts),
-  commaList: (description: string, opts?: FieldOptions<string[]>) => build(commaListSchema, description, opts),
-  stringList: (description: string, opts?: FieldOptions<string[]>) => build(stringListSchema, description, opts),
-  map: (description: string, opts?: FieldOptions<Record<string, unknown>>) => build(mapSchema, description, opts),
-  kvPairs: (description: string, opts?: FieldOptions<Record<string, string>>) => build(kvPairsSchema, description, opts),
+  string: (description: string, opts: StringOptions = {}) => build(decoder((v) => decodeString(v, opts.maxLength ?? FIELD_LIMITS.stringLength)), description, opts),
+  lowercase: (description: string, opts: StringOptions = {}) => build(decoder((v) => decodeString(v, opts.maxLength ?? FIELD_LIMITS.stringLength).toLowerCase()), description, opts),
+  bool: (description: string, opts: FieldOptions<boolean> = {}) => build(decoder(decodeBool), description, opts),
+  int: (description: string, opts: IntOptions = {}) => build(decoder((v) => decodeInt(v, opts)), description, opts),
+  duration: (description: string, opts: DurationOptions = {}) => {
+    const max = Math.min(opts.max ?? MAX_DURATION_SECONDS, MAX_DURATION_SECONDS);
+    return build(decoder((v) => decodeDuration(v, max)), description, opts);
+  },
+  commaList: (description: string, opts: ListOptions = {}) => build(decoder((v) => decodeList(v, splitComma, opts, 'expected a list or a comma-separated string')), description, opts),
+  stringList: (description: string, opts: ListOptions = {}) => build(decoder((v) => decodeList(v, whole, opts, 'expected a list of strings')), description, opts),
+  map: (description: string, opts: MapOptions<Record<string, unknown>> = {}) => build(decoder((v) => decodeMap(v, opts.maxKeys ?? FIELD_LIMITS.mapKeys)), description, opts),
+  kvPairs: (description: string, opts: MapOptions<Record<string, string>> = {}) => build(decoder((v) => decodeKvPairs(v, opts.maxKeys ?? FIELD_LIMITS.mapKeys)), description, opts),
   /** Any zod schema, for fields whose rule is specific to one endpoint. */
-  custom: <T>(schema: z.ZodType<T>, description: string, opts?: FieldOptions<T>) => build(schema, description, opts),
+  custom: <T>(schema: z.ZodType<T>, description: string, opts: FieldOptions<T> = {}) => build(schema, description, opts),
 };
 
 export type Fields = Record<string, Field<any>>;
@@ -106,14 +214,15 @@ export function validateFields<F extends Fields>(fields: F, input: Record<string
   const values: Record<string, unknown> = {};
   const errors: string[] = [];
   for (const [name, def] of Object.entries(fields)) {
-    if (!(name in input) || input[name] === undefined) {
+    if (!Object.hasOwn(input, name) || input[name] === undefined) {
       if (def.required) errors.push(`missing required field "${name}"`);
       values[name] = def.default;
       continue;
     }
     const parsed = def.schema.safeParse(input[name]);
     if (parsed.success) values[name] = parsed.data;
-    else errors.push(`invalid value for field "${name}": ${parsed.error.issues.map((i) => i.message).join('; ')}`);
+    // One message per rule: a custom schema reports the same rule once per offending element.
+    else errors.push(`invalid value for field "${name}": ${[...new Set(parsed.error.issues.map((i) => i.message))].join('; ')}`);
   }
   return { values: values as FieldValues<F>, errors };
 }
