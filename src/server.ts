@@ -93,7 +93,12 @@ export async function createServer(settings: Settings, logger: Logger, overrides
     await storage.close();
     throw err;
   }
-  const app = buildApp(core, { logger, maxRequestSize: settings.STRONGROOM_MAX_REQUEST_SIZE, https: readTls(settings) });
+  const app = buildApp(core, {
+    logger,
+    maxRequestSize: settings.STRONGROOM_MAX_REQUEST_SIZE,
+    maxUnauthenticatedRequestSize: settings.STRONGROOM_MAX_UNAUTHENTICATED_REQUEST_SIZE,
+    https: readTls(settings),
+  });
   return {
     core, app, storage, rootToken,
     async close() {

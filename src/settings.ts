@@ -29,6 +29,7 @@ export const settingsSchema = z.object({
   STRONGROOM_TLS_KEY_FILE: z.string().optional(),
   STRONGROOM_LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   STRONGROOM_MAX_REQUEST_SIZE: z.coerce.number().int().positive().default(32 * 1024 * 1024),
+  STRONGROOM_MAX_UNAUTHENTICATED_REQUEST_SIZE: z.coerce.number().int().positive().default(1024 * 1024),
   STRONGROOM_DEFAULT_LEASE_TTL: duration('STRONGROOM_DEFAULT_LEASE_TTL').default(768 * 3600),
   STRONGROOM_MAX_LEASE_TTL: duration('STRONGROOM_MAX_LEASE_TTL').default(768 * 3600),
   STRONGROOM_REVOKE_RETRY_BASE: duration('STRONGROOM_REVOKE_RETRY_BASE').default(10),

@@ -1,5 +1,6 @@
+import { Transform, type Readable } from 'node:stream';
 import type { Core } from '../core/core.ts';
-import { StrongroomError } from '../core/errors.ts';
+import { PayloadTooLargeError, StrongroomError } from '../core/errors.ts';
 
 /**
  * A store that can no longer write answers nothing: reads would serve a state that revocations can no longer
@@ -8,4 +9,20 @@ import { StrongroomError } from '../core/errors.ts';
 export function storageUnavailable(core: Core): StrongroomError | undefined {
   const failure = core.options.storage.failure;
   return failure && new StrongroomError(503, `storage is unavailable: ${failure.message}`);
+}
+
+/**
+ * The body as it streams in, failing with a 413 at the first byte past `limit`: a chunked body declares no length,
+ * so it is counted before anything holds it whole. Fastify answers a failed body and closes the connection.
+ */
+export function cappedBody(body: Readable, limit: number): Readable {
+  let received = 0;
+  const capped = new Transform({
+    transform(chunk: Buffer, _encoding, next) {
+      received += chunk.length;
+      next(received > limit ? new PayloadTooLargeError(limit) : null, chunk);
+    },
+  });
+  body.pipe(capped);
+  return capped;
 }

@@ -1,15 +1,18 @@
 import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify';
 import type { Logger } from 'pino';
 import type { Core, CoreResponse } from '../core/core.ts';
-import { StrongroomError } from '../core/errors.ts';
-import { storageUnavailable } from './admission.ts';
+import { PayloadTooLargeError, StrongroomError } from '../core/errors.ts';
+import { cappedBody, storageUnavailable } from './admission.ts';
 import { parseBody, parseQuery, splitTarget } from './body.ts';
 import { answerListFromRawPacket } from './list-method.ts';
 import { tokenFromHeaders } from './token-header.ts';
 
 export interface AppOptions {
   logger: Logger;
+  /** The body limit for a request with a valid token. */
   maxRequestSize: number;
+  /** The body limit for anyone else (no token, or one the store does not know); capped at `maxRequestSize`. */
+  maxUnauthenticatedRequestSize: number;
   https?: { cert: Buffer; key: Buffer };
 }
 
@@ -19,6 +22,7 @@ export interface AppOptions {
  * can use `inject`.
  */
 export function buildApp(core: Core, opts: AppOptions): FastifyInstance {
+  const anonymousLimit = Math.min(opts.maxUnauthenticatedRequestSize, opts.maxRequestSize);
   const serverOptions: FastifyServerOptions = {
     loggerInstance: opts.logger,
     bodyLimit: opts.maxRequestSize,
@@ -45,10 +49,23 @@ export function buildApp(core: Core, opts: AppOptions): FastifyInstance {
   });
 
   // Admission, before any body is read. sys/health answers for itself (503, with the fields monitors parse).
-  app.addHook('preParsing', (req, _reply, payload, done) => {
+  // A body is held and parsed before the core sees the token, so its size is bounded first: a body no larger
+  // than the anonymous limit passes on its declared length alone; a larger or undeclared (chunked) one costs a
+  // token lookup, and without a valid token gets the anonymous limit. Fastify's bodyLimit is the limit for the
+  // rest. Callback style, as for the access log: only the token lookup waits.
+  app.addHook('preParsing', (req, reply, payload, done) => {
     const refused = storageUnavailable(core);
     if (refused && req.url.split('?', 1)[0] !== '/v1/sys/health') return done(refused);
-    done(null, payload);
+    const declared = req.headers['content-length'];
+    if (declared === undefined ? req.headers['transfer-encoding'] === undefined : Number(declared) <= anonymousLimit) return done(null, payload);
+    const token = tokenFromHeaders(req.headers);
+    (token === undefined ? Promise.resolve(undefined) : core.tokens.lookup(token)).then((entry) => {
+      if (entry) return done(null, payload);
+      if (declared === undefined) return done(null, cappedBody(payload, anonymousLimit));
+      // Refused unread: the connection closes rather than read the rest to keep it alive.
+      reply.header('connection', 'close');
+      done(new PayloadTooLargeError(anonymousLimit));
+    }, done);
   });
 
   // The access log line. The level is fixed at start, so a quieter level skips the hook altogether (a hook
@@ -66,7 +83,7 @@ export function buildApp(core: Core, opts: AppOptions): FastifyInstance {
   app.setErrorHandler((err: unknown, _req, reply) => {
     const e = err as { statusCode?: number; code?: string; message?: string };
     if (err instanceof StrongroomError) return fail(reply, err.status, err.messages);
-    if (e.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return fail(reply, 413, [`request body exceeds the limit of ${opts.maxRequestSize} bytes`]);
+    if (e.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return fail(reply, 413, new PayloadTooLargeError(opts.maxRequestSize).messages);
     if (e.statusCode && e.statusCode >= 400 && e.statusCode < 500) return fail(reply, e.statusCode, [e.message ?? 'bad request']);
     opts.logger.error({ err }, 'unhandled error');
     return fail(reply, 500, ['internal error']);

@@ -24,6 +24,7 @@ describe('settings', () => {
   it('"every setting has a default; flags override the environment"', () => {
     const s = loadSettings({ STRONGROOM_LOG_LEVEL: 'warn' }, ['--log-level=error', '--max-request-size', '1024', '--dev']);
     expect(s).toMatchObject({ STRONGROOM_ADDR: '127.0.0.1:8200', STRONGROOM_LOG_LEVEL: 'error', STRONGROOM_MAX_REQUEST_SIZE: 1024, STRONGROOM_DEV: true, STRONGROOM_DEFAULT_LEASE_TTL: 2_764_800 });
+    expect(loadSettings({}, [])).toMatchObject({ STRONGROOM_MAX_REQUEST_SIZE: 32 * 1024 * 1024, STRONGROOM_MAX_UNAUTHENTICATED_REQUEST_SIZE: 1024 * 1024 });
   });
 
   it.each([
@@ -32,6 +33,7 @@ describe('settings', () => {
     [{ STRONGROOM_DEFAULT_LEASE_TTL: '800h' }, [], /must not exceed STRONGROOM_MAX_LEASE_TTL/],
     [{ STRONGROOM_TLS_CERT_FILE: '/x' }, [], /go together/],
     [{}, ['--no-such-flag'], /unknown flag --no-such-flag/],
+    [{ STRONGROOM_MAX_UNAUTHENTICATED_REQUEST_SIZE: '0' }, [], /STRONGROOM_MAX_UNAUTHENTICATED_REQUEST_SIZE/],
   ])('"a bad setting is refused naming it" %#', (env, argv, message) => {
     expect(() => loadSettings(env as NodeJS.ProcessEnv, argv as string[])).toThrow(SettingsError);
     expect(() => loadSettings(env as NodeJS.ProcessEnv, argv as string[])).toThrow(message);

@@ -1,6 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import { BadRequestError } from '../../src/core/errors.ts';
-import { decodeLdifInput, DEFAULT_USERNAME_TEMPLATE, DynamicTemplates, renderLdifTemplate, type LdifTemplateData } from '../../src/engines/ldap/dynamic-templates.ts';
+import {
+  decodeLdifInput,
+  DEFAULT_USERNAME_TEMPLATE,
+  DynamicTemplates,
+  LDIF_TEMPLATE_MAX_LENGTH,
+  renderLdifTemplate,
+  USERNAME_TEMPLATE_MAX_LENGTH,
+  type LdifTemplateData,
+} from '../../src/engines/ldap/dynamic-templates.ts';
 
 const NOW = Date.UTC(2030, 0, 1, 12, 0, 0);
 const templates = new DynamicTemplates(() => NOW);
@@ -120,6 +128,61 @@ describe('LDIF rendering', () => {
   it('rendered LDIF that does not parse is a 400 with the LDIF line', () => {
     const t = templates.ldif('deletion_ldif', 'foo bar');
     expect(badRequest(() => renderLdifTemplate('deletion_ldif', t, data())).message).toMatch(/^invalid value for field "deletion_ldif": rendered LDIF is invalid: LDIF line 1: /);
+  });
+});
+
+describe('template limits', () => {
+  /** `text` padded with an LDIF comment line to exactly `length` characters. */
+  const padded = (text: string, length: number): string => `${text}#${'x'.repeat(length - text.length - 2)}\n`;
+
+  it.each([
+    ['creation_ldif', LDIF_TEMPLATE_MAX_LENGTH],
+    ['deletion_ldif', LDIF_TEMPLATE_MAX_LENGTH],
+    ['rollback_ldif', LDIF_TEMPLATE_MAX_LENGTH],
+  ])('%s may be %i characters long; one more is a 400 naming the field', (field, max) => {
+    expect(() => templates.ldif(field, padded(USER_LDIF, max))).not.toThrow();
+    const err = badRequest(() => templates.ldif(field, padded(USER_LDIF, max + 1)));
+    expect(err.message).toMatch(new RegExp(`^invalid value for field "${field}": template limit reached at line \\d+, column \\d+: template text exceeded the limit of ${max} characters$`));
+  });
+
+  it(`username_template may be ${USERNAME_TEMPLATE_MAX_LENGTH} characters long; one more is a 400 naming the field`, () => {
+    const text = (length: number): string => `{{/*${'x'.repeat(length - 9)}*/}}v`;
+    expect(templates.renderUsername(templates.username(text(USERNAME_TEMPLATE_MAX_LENGTH)), { DisplayName: 'a', RoleName: 'r' })).toBe('v');
+    expect(badRequest(() => templates.username(text(USERNAME_TEMPLATE_MAX_LENGTH + 1))).message).toMatch(/^invalid value for field "username_template": template limit reached at .*: template text exceeded the limit of 1024 characters$/);
+  });
+
+  const bombs: Array<[string, string, RegExp]> = [
+    ['{{range 300000000}}', '{{range 300000000}}{{end}}', /evaluation exceeded the limit of 100000 steps/],
+    ['nested ranges', '{{range 100000}}{{range 100000}}{{end}}{{end}}', /evaluation exceeded the limit of 100000 steps/],
+    ['random 100000000', '{{random 100000000}}', /random: length exceeded the limit of 1024/],
+    ['a huge printf width', '{{printf "%1000000000d" 1}}', /printf: width exceeded the limit of 1024/],
+    ['an output bomb', '{{range 300000000}}xxxxxxxxxxxxxxxx{{end}}', /output exceeded the limit of 32768 characters/],
+    ['parentheses 101 deep', `{{${'('.repeat(101)}1${')'.repeat(101)}}}`, /nesting exceeded the limit of 100 levels/],
+  ];
+  // 101 nested {{if}} take more text than a username template may have.
+  const ldifBombs: typeof bombs = [...bombs, ['{{if}} 101 deep', `${'{{if 1}}'.repeat(101)}${'{{end}}'.repeat(101)}`, /nesting exceeded the limit of 100 levels/]];
+
+  it.each(ldifBombs)('LDIF: %s is a 400 naming the field and the limit', (_name, bomb, reason) => {
+    const err = badRequest(() => renderLdifTemplate('rollback_ldif', templates.ldif('rollback_ldif', `${USER_LDIF}description: ${bomb}\n`), data()));
+    expect(err.message).toMatch(/^invalid value for field "rollback_ldif": template limit reached at line \d+, column \d+: /);
+    expect(err.message).toMatch(reason);
+  });
+
+  it.each(bombs)('username: %s is a 400 naming the field and the limit', (_name, bomb, reason) => {
+    const err = badRequest(() => templates.renderUsername(templates.username(`v_${bomb}`), { DisplayName: 'a', RoleName: 'r' }));
+    expect(err.message).toMatch(/^invalid value for field "username_template": template limit reached at /);
+    expect(err.message).toMatch(reason);
+  });
+
+  it('a template that passes with sample data but not with a long display name is a 400 naming the field, without the name', () => {
+    // len³ iterations: 3,375 for a 15-character name, a million for a 100-character one.
+    const cube = '{{range len .DisplayName}}{{range len $.DisplayName}}{{range len $.DisplayName}}{{end}}{{end}}{{end}}';
+    const t = templates.ldif('creation_ldif', `${USER_LDIF}${cube}`);
+    expect(() => renderLdifTemplate('creation_ldif', t, data({ DisplayName: 'testdisplayname' }))).not.toThrow();
+    const displayName = `long-${'n'.repeat(95)}`;
+    const err = badRequest(() => renderLdifTemplate('creation_ldif', t, data({ DisplayName: displayName })));
+    expect(err.message).toMatch(/^invalid value for field "creation_ldif": template limit reached at line 6, column \d+: evaluation exceeded the limit of 100000 steps$/);
+    expect(err.message).not.toContain(displayName);
   });
 });
 

@@ -5,15 +5,23 @@
 // could add lines, records or attributes. Usernames get one more rule here: they usually sit inside a
 // DN (`dn: cn={{.Username}},ou=users,...`), so characters that are special in RFC 4514 DNs are refused
 // rather than letting a display name such as `x,ou=admins` move the account to another branch.
+//
+// Templates render synchronously on the event loop, at role write (with sample data) and on every
+// creds request, so each runs within the gotemplate budget (steps, output, nesting) and its text has
+// a maximum length; going past any of them is a 400 naming the field, never a stalled server.
 
 import { BadRequestError } from '../../core/errors.ts';
-import { parseTemplate, TemplateExecError, TemplateParseError, vaultFuncs, type Template } from '../../lib/gotemplate/index.ts';
+import { parseTemplate, TemplateBudgetError, TemplateExecError, TemplateParseError, vaultFuncs, type Template } from '../../lib/gotemplate/index.ts';
 import { ldifActionGuard, LdifInjectionError, LdifParseError, parseLdif, type LdifRecord } from '../../lib/ldif/index.ts';
 
 export const DEFAULT_USERNAME_TEMPLATE = 'v_{{.DisplayName}}_{{.RoleName}}_{{random 10}}_{{unix_time}}';
 
 export const LDIF_FIELDS = ['creation_ldif', 'deletion_ldif', 'rollback_ldif'] as const;
 export type LdifField = (typeof LDIF_FIELDS)[number];
+
+/** Longest template texts accepted: several times the largest real ones (a 4 KiB Active Directory LDIF). */
+export const LDIF_TEMPLATE_MAX_LENGTH = 16 * 1024;
+export const USERNAME_TEMPLATE_MAX_LENGTH = 1024;
 
 /** The data LDIF templates see, named as in Vault so existing templates keep working. */
 export interface LdifTemplateData {
@@ -66,21 +74,21 @@ export class DynamicTemplates {
     this.#usernameFuncs = vaultFuncs({ now: clockNow, includeUtf16le: false });
   }
 
-  /** Parses an LDIF template; a syntax error is a 400 naming the field, line and column. */
+  /** Parses an LDIF template; a syntax error, or a text too long or too deeply nested, is a 400 naming the field, line and column. */
   ldif(field: string, text: string): Template {
-    return this.#cached(field, text, this.#ldifFuncs);
+    return this.#cached(field, text, this.#ldifFuncs, LDIF_TEMPLATE_MAX_LENGTH);
   }
 
   username(text: string): Template {
-    return this.#cached('username_template', text, this.#usernameFuncs);
+    return this.#cached('username_template', text, this.#usernameFuncs, USERNAME_TEMPLATE_MAX_LENGTH);
   }
 
-  #cached(field: string, text: string, funcs: ReturnType<typeof vaultFuncs>): Template {
+  #cached(field: string, text: string, funcs: ReturnType<typeof vaultFuncs>, maxLength: number): Template {
     const key = `${field}\n${text}`;
     let template = this.#compiled.get(key);
     if (!template) {
       // A text that does not parse throws here and is never cached, so its 400 is raised every time.
-      template = compile(field, text, funcs);
+      template = compile(field, text, funcs, maxLength);
       if (this.#compiled.size >= CACHE_LIMIT) this.#compiled.delete(this.#compiled.keys().next().value!);
       this.#compiled.set(key, template);
     }
@@ -108,25 +116,36 @@ export function renderLdifTemplate(field: string, template: Template, data: Ldif
   });
 }
 
-function compile(field: string, text: string, funcs: ReturnType<typeof vaultFuncs>): Template {
+function compile(field: string, text: string, funcs: ReturnType<typeof vaultFuncs>, maxSourceLength: number): Template {
   try {
-    return parseTemplate(text, { name: field, funcs });
+    return parseTemplate(text, { name: field, funcs, limits: { maxSourceLength } });
   } catch (err) {
     if (err instanceof TemplateParseError) {
       throw new BadRequestError(`invalid value for field "${field}": template error at line ${err.line}, column ${err.col}: ${err.reason}`);
     }
+    if (err instanceof TemplateBudgetError) throw budgetExceeded(field, err);
     throw err;
   }
+}
+
+/**
+ * Too long or too deeply nested text, or a render past its budget. A render at role write uses the
+ * sample data; on a creds request it means real data (a long display name, say) took a template that
+ * passed with the sample past its budget, and the role's field is still the cause.
+ */
+function budgetExceeded(field: string, err: TemplateBudgetError): BadRequestError {
+  return new BadRequestError(`invalid value for field "${field}": template limit reached at line ${err.line}, column ${err.col}: ${err.reason}`);
 }
 
 function execute<T>(field: string, run: () => T): T {
   try {
     return run();
   } catch (err) {
-    // Messages of these errors name template actions and LDIF lines, never the data values.
+    // Messages of these errors name template actions, limits and LDIF lines, never the data values.
     if (err instanceof TemplateExecError) throw new BadRequestError(`invalid value for field "${field}": ${err.message}`);
     if (err instanceof LdifInjectionError) throw new BadRequestError(`invalid value for field "${field}": ${err.message}`);
     if (err instanceof LdifParseError) throw new BadRequestError(`invalid value for field "${field}": rendered LDIF is invalid: ${err.message}`);
+    if (err instanceof TemplateBudgetError) throw budgetExceeded(field, err);
     throw err;
   }
 }

@@ -2,8 +2,9 @@
 // onto Go's). Errors carry Go's "template: NAME:LINE:COL: executing "NAME" at <NODE>: ..." shape.
 
 import { arityOf, builtins, type FuncMap, type TemplateFunc } from './builtins.ts';
-import { EvalError, TemplateExecError } from './errors.ts';
+import { ArgumentLimitError, positionOf, TemplateBudgetError, TemplateExecError, type BudgetLimit } from './errors.ts';
 import { sprint } from './fmt.ts';
+import type { TemplateLimits } from './limits.ts';
 import { commandString, operandString, type Command, type ControlNode, type Node, type Operand, type Pipe } from './nodes.ts';
 import { hasMember, kindOf, sortedEntries, truth, typeName } from './values.ts';
 
@@ -36,33 +37,54 @@ interface Variable {
   value: unknown;
 }
 
-export function execute(root: Node[], text: string, name: string, funcs: FuncMap, data: unknown, options: ExecuteOptions): string {
-  const state = new State(text, name, funcs, options, data ?? undefined);
+export function execute(root: Node[], text: string, name: string, funcs: FuncMap, data: unknown, options: ExecuteOptions, limits: TemplateLimits): string {
+  const state = new State(text, name, funcs, options, limits, data ?? undefined);
   state.walkList(data ?? undefined, root);
   return state.out;
 }
 
 class State {
   out = '';
+  /** The output after its last line break: what a filter is shown, kept so the output is never rescanned. */
+  private line = '';
+  private steps = 0;
   private vars: Variable[];
   private readonly text: string;
   private readonly name: string;
   private readonly funcs: FuncMap;
   private readonly options: ExecuteOptions;
+  private readonly limits: TemplateLimits;
 
-  constructor(text: string, name: string, funcs: FuncMap, options: ExecuteOptions, data: unknown) {
+  constructor(text: string, name: string, funcs: FuncMap, options: ExecuteOptions, limits: TemplateLimits, data: unknown) {
     this.text = text;
     this.name = name;
     this.funcs = funcs;
     this.options = options;
+    this.limits = limits;
     this.vars = [{ name: '$', value: data }];
   }
 
   private fail(node: { pos: number }, shown: string, message: string, cause?: unknown): never {
-    const before = this.text.slice(0, node.pos);
-    const line = before.split('\n').length;
-    const col = node.pos - (before.lastIndexOf('\n') + 1) + 1;
+    const { line, col } = positionOf(this.text, node.pos);
     throw new TemplateExecError(`template: ${this.name}:${line}:${col}: executing "${this.name}" at <${shown}>: ${message}`, cause === undefined ? undefined : { cause });
+  }
+
+  private overBudget(at: { pos: number }, limit: BudgetLimit, max: number, reason: string): never {
+    throw new TemplateBudgetError(this.name, positionOf(this.text, at.pos), limit, max, reason);
+  }
+
+  /** Charges `steps` units of work (see limits.ts) to the execution. */
+  private spend(at: { pos: number }, steps: number): void {
+    this.steps += steps;
+    if (this.steps > this.limits.maxSteps) this.overBudget(at, 'maxSteps', this.limits.maxSteps, `evaluation exceeded the limit of ${this.limits.maxSteps} steps`);
+  }
+
+  private write(at: { pos: number }, s: string): void {
+    const max = this.limits.maxOutputLength;
+    if (this.out.length + s.length > max) this.overBudget(at, 'maxOutputLength', max, `output exceeded the limit of ${max} characters`);
+    this.out += s;
+    const lineBreak = s.lastIndexOf('\n');
+    this.line = lineBreak < 0 ? this.line + s : s.slice(lineBreak + 1);
   }
 
   private failAt(node: Operand, message: string, cause?: unknown): never {
@@ -76,9 +98,10 @@ class State {
   }
 
   private walk(dot: unknown, node: Node): void {
+    this.spend(node, 1);
     switch (node.kind) {
       case 'text':
-        this.out += node.text;
+        this.write(node, node.text);
         return;
       case 'action': {
         // Variables declared by an action live until the enclosing {{end}}; declarations print nothing.
@@ -113,13 +136,14 @@ class State {
       if (decl.length > 0) {
         // With two variables the key comes first, with one the element.
         if (node.pipe.isAssign) {
-          this.setVar(decl[0], decl.length > 1 ? key : elem);
-          if (decl.length > 1) this.setVar(decl[1], elem);
+          this.setVar(node.pipe, decl[0], decl.length > 1 ? key : elem);
+          if (decl.length > 1) this.setVar(node.pipe, decl[1], elem);
         } else {
           this.vars[mark - 1].value = elem;
           if (decl.length > 1) this.vars[mark - 2].value = key;
         }
       }
+      this.spend(node, 1);
       try {
         this.walkList(elem, node.list);
       } catch (e) {
@@ -166,30 +190,36 @@ class State {
   private print(pipe: Pipe, value: unknown): void {
     if (typeof value === 'function') this.failAt(pipe, `can't print ${operandString(pipe)} of type func`);
     const printed = value === undefined || value === null ? '<no value>' : sprint([value]);
+    this.spend(pipe, printed.length);
     const filter = this.options.filterAction;
     if (!filter) {
-      this.out += printed;
+      this.write(pipe, printed);
       return;
     }
-    const lineStart = this.out.lastIndexOf('\n') + 1;
-    this.out += filter(printed, { action: operandString(pipe), lineBefore: this.out.slice(lineStart) });
+    // The filter reads the whole line so far, so a long line printed into many times costs each time.
+    this.spend(pipe, this.line.length);
+    this.write(pipe, filter(printed, { action: operandString(pipe), lineBefore: this.line }));
   }
 
   // --- variables -----------------------------------------------------------------------------
 
-  private setVar(name: string, value: unknown): void {
+  /** The innermost variable of that name; the search is charged, as a template can declare thousands. */
+  private lookup(node: Operand, name: string): Variable {
     for (let i = this.vars.length - 1; i >= 0; i--) {
       if (this.vars[i].name === name) {
-        this.vars[i].value = value;
-        return;
+        this.spend(node, this.vars.length - i);
+        return this.vars[i];
       }
     }
-    throw new EvalError(`undefined variable: ${name}`);
+    this.failAt(node, `undefined variable: ${name}`);
+  }
+
+  private setVar(node: Operand, name: string, value: unknown): void {
+    this.lookup(node, name).value = value;
   }
 
   private varValue(node: Operand, name: string): unknown {
-    for (let i = this.vars.length - 1; i >= 0; i--) if (this.vars[i].name === name) return this.vars[i].value;
-    this.failAt(node, `undefined variable: ${name}`);
+    return this.lookup(node, name).value;
   }
 
   // --- expressions ---------------------------------------------------------------------------
@@ -198,19 +228,15 @@ class State {
     let value: unknown = MISSING;
     for (const cmd of pipe.cmds) value = this.evalCommand(dot, cmd, value);
     for (const name of pipe.decl) {
-      if (pipe.isAssign) {
-        try {
-          this.setVar(name, value);
-        } catch (e) {
-          this.failAt(pipe, (e as Error).message);
-        }
-      } else this.vars.push({ name, value });
+      if (pipe.isAssign) this.setVar(pipe, name, value);
+      else this.vars.push({ name, value });
     }
     return value;
   }
 
   /** `final` is the previous pipeline stage's value, passed as the last argument. */
   private evalCommand(dot: unknown, cmd: Command, final: unknown): unknown {
+    this.spend(cmd, 1);
     const first = cmd.args[0];
     switch (first.kind) {
       case 'field':
@@ -254,6 +280,7 @@ class State {
   }
 
   private evalArg(dot: unknown, node: Operand): unknown {
+    this.spend(node, 1);
     switch (node.kind) {
       case 'dot':
         return dot;
@@ -287,6 +314,7 @@ class State {
   }
 
   private evalField(dot: unknown, field: string, node: Operand, args: Operand[], final: unknown, receiver: unknown): unknown {
+    this.spend(node, 1);
     const hasArgs = args.length > 1 || final !== MISSING;
     switch (kindOf(receiver)) {
       case 'invalid':
@@ -338,13 +366,23 @@ class State {
     }
     const values = argNodes.map((arg) => this.evalArg(dot, arg));
     if (final !== MISSING) values.push(final);
+    // Every built-in does work linear in the text it is given and returns, so charging both bounds it.
+    this.spend(node, values.reduce((sum: number, v) => sum + textLength(v), 0));
+    let result: unknown;
     try {
       // Go passes the zero value (nil) where a template has "no value".
-      return fn(...values.map((v) => (v === undefined ? null : v)));
+      result = fn(...values.map((v) => (v === undefined ? null : v)));
     } catch (e) {
+      if (e instanceof ArgumentLimitError) this.overBudget(node, 'argument', e.max, `${name}: ${e.message}`);
       this.failAt(node, `error calling ${name}: ${e instanceof Error ? e.message : String(e)}`, e);
     }
+    this.spend(node, textLength(result));
+    return result;
   }
+}
+
+function textLength(v: unknown): number {
+  return typeof v === 'string' || Buffer.isBuffer(v) ? v.length : 0;
 }
 
 /** The absent previous-stage value of a pipeline's first command (distinct from every data value). */

@@ -2,6 +2,8 @@
 // precisions and flags. Integral JS numbers are Go ints, but %e/%f/%g accept them (JS cannot keep
 // 3.0 apart from 3, and failing `printf "%.2f" 3.0` would surprise more than it protects).
 
+import { ArgumentLimitError } from './errors.ts';
+import { MAX_BUILT_LENGTH, MAX_FORMAT_WIDTH } from './limits.ts';
 import { bytesOf, kindOf, sortedEntries, stringOf, structFields, typeName } from './values.ts';
 
 interface Spec {
@@ -57,24 +59,29 @@ export function sprintf(fmt: string, args: unknown[]): string {
       else if (f === '0') spec.zero = true;
       else break;
     }
-    const number = (): number | null => {
+    // Padding is allocated up front, so `%1000000000d` is refused rather than built.
+    const number = (what: string): number | null => {
+      let n: number | null = null;
       if (chars[i] === '*') {
         i++;
         const a = args[argNum++];
-        return kindOf(a) === 'int' ? Number(a) : null;
+        if (kindOf(a) === 'int') n = Number(a);
+      } else {
+        let digits = '';
+        while (i < chars.length && /[0-9]/.test(chars[i])) digits += chars[i++];
+        if (digits !== '') n = Number(digits);
       }
-      let digits = '';
-      while (i < chars.length && /[0-9]/.test(chars[i])) digits += chars[i++];
-      return digits === '' ? null : Number(digits);
+      if (n !== null && Math.abs(n) > MAX_FORMAT_WIDTH) throw new ArgumentLimitError(what, MAX_FORMAT_WIDTH);
+      return n;
     };
-    spec.width = number();
+    spec.width = number('width');
     if (spec.width !== null && spec.width < 0) {
       spec.minus = true;
       spec.width = -spec.width;
     }
     if (chars[i] === '.') {
       i++;
-      spec.prec = number() ?? 0;
+      spec.prec = number('precision') ?? 0;
     }
     const verb = chars[i++];
     if (verb === undefined) {
@@ -94,6 +101,8 @@ export function sprintf(fmt: string, args: unknown[]): string {
       continue;
     }
     out += format(args[argNum++], verb, spec);
+    // Each verb's padding is capped, but a format can hold thousands of verbs.
+    if (out.length > MAX_BUILT_LENGTH) throw new ArgumentLimitError('result length', MAX_BUILT_LENGTH);
   }
   if (argNum < args.length) {
     out += `%!(EXTRA ${args.slice(argNum).map((a) => `${typeName(a)}=${format(a, 'v', PLAIN)}`).join(', ')})`;
@@ -142,6 +151,7 @@ function badVerb(arg: unknown, verb: string): string {
 
 function pad(s: string, spec: Spec, zeroOk = false): string {
   const width = spec.width ?? 0;
+  if (width === 0) return s;
   const length = [...s].length;
   if (length >= width) return s;
   const fill = (zeroOk && spec.zero && !spec.minus ? '0' : ' ').repeat(width - length);

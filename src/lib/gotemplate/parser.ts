@@ -1,12 +1,19 @@
 // Recursive-descent parser following Go's text/template/parse grammar and error wording.
 // Differences from Go: parse errors carry a column, and {{define}}/{{template}}/{{block}} are refused.
 
-import { TemplateParseError } from './errors.ts';
+import { positionOf, TemplateBudgetError, TemplateParseError } from './errors.ts';
 import { lex, type Token, type TokenType } from './lexer.ts';
+import type { TemplateLimits } from './limits.ts';
 import type { Command, Node, NumberValue, Operand, Pipe } from './nodes.ts';
 
-export function parse(text: string, name: string, isFunction: (name: string) => boolean): Node[] {
-  return new Parser(text, name, isFunction).parseRoot();
+type ParseLimits = Pick<TemplateLimits, 'maxSourceLength' | 'maxDepth'>;
+
+export function parse(text: string, name: string, isFunction: (name: string) => boolean, limits: ParseLimits): Node[] {
+  if (text.length > limits.maxSourceLength) {
+    const max = limits.maxSourceLength;
+    throw new TemplateBudgetError(name, positionOf(text, max), 'maxSourceLength', max, `template text exceeded the limit of ${max} characters`);
+  }
+  return new Parser(text, name, isFunction, limits.maxDepth).parseRoot();
 }
 
 type Terminal = { kind: 'end' | 'else'; pos: number };
@@ -16,14 +23,18 @@ class Parser {
   private index = 0;
   private vars: string[] = ['$'];
   private rangeDepth = 0;
+  /** Open control structures and parentheses: parsing (and later execution) recurses once per level. */
+  private depth = 0;
   private readonly text: string;
   private readonly name: string;
   private readonly isFunction: (name: string) => boolean;
+  private readonly maxDepth: number;
 
-  constructor(text: string, name: string, isFunction: (name: string) => boolean) {
+  constructor(text: string, name: string, isFunction: (name: string) => boolean, maxDepth: number) {
     this.text = text;
     this.name = name;
     this.isFunction = isFunction;
+    this.maxDepth = maxDepth;
     this.tokens = lex(text);
   }
 
@@ -60,10 +71,21 @@ class Parser {
   }
 
   private fail(reason: string, pos: number): never {
-    const before = this.text.slice(0, pos);
-    const line = before.split('\n').length;
-    const col = pos - (before.lastIndexOf('\n') + 1) + 1;
+    const { line, col } = positionOf(this.text, pos);
     throw new TemplateParseError(this.name, line, col, reason);
+  }
+
+  /** Runs `parse` one nesting level deeper; past maxDepth the template is refused, not the stack overflowed. */
+  private nested<T>(pos: number, parse: () => T): T {
+    if (this.depth >= this.maxDepth) {
+      throw new TemplateBudgetError(this.name, positionOf(this.text, pos), 'maxDepth', this.maxDepth, `nesting exceeded the limit of ${this.maxDepth} levels`);
+    }
+    this.depth++;
+    try {
+      return parse();
+    } finally {
+      this.depth--;
+    }
   }
 
   private unexpected(token: Token, context: string): never {
@@ -102,8 +124,10 @@ class Parser {
       switch (token.val) {
         case 'if':
         case 'with':
-        case 'range':
-          return this.control(token.val, token.pos);
+        case 'range': {
+          const context = token.val;
+          return this.nested(token.pos, () => this.control(context, token.pos));
+        }
         case 'else': {
           // `{{else if}}` / `{{else with}}`: leave the keyword pending for the enclosing control.
           const peek = this.peekNonSpace();
@@ -142,7 +166,7 @@ class Parser {
       if (context !== 'range' && peek.type === 'keyword' && peek.val === context) {
         // `{{if a}}x{{else if b}}y{{end}}` is `{{if a}}x{{else}}{{if b}}y{{end}}{{end}}`, as in Go.
         this.next();
-        elseList = [this.control(context, peek.pos)];
+        elseList = [this.nested(peek.pos, () => this.control(context, peek.pos))];
       } else {
         const rest = this.itemList();
         if (rest.next.kind !== 'end') this.fail(`expected end; found {{${rest.next.kind}}}`, rest.next.pos);
@@ -273,7 +297,7 @@ class Parser {
       case 'charConstant':
         return { kind: 'number', pos, text: token.val, ...this.number(token) };
       case 'leftParen':
-        return this.pipeline('parenthesized pipeline', 'rightParen');
+        return this.nested(pos, () => this.pipeline('parenthesized pipeline', 'rightParen'));
       case 'string':
       case 'rawString':
         return { kind: 'string', pos, quoted: token.val, value: this.unquote(token) };

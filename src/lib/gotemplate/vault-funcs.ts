@@ -3,6 +3,8 @@
 
 import { createHash, randomBytes as cryptoRandomBytes } from 'node:crypto';
 import { withArity, type FuncMap } from './builtins.ts';
+import { ArgumentLimitError } from './errors.ts';
+import { MAX_BUILT_LENGTH, MAX_RANDOM_LENGTH } from './limits.ts';
 import { kindOf, stringOf, typeName } from './values.ts';
 import { formatGoTime } from './time-layout.ts';
 
@@ -19,7 +21,11 @@ export interface VaultFuncOptions {
 export function vaultFuncs(opts: VaultFuncOptions): FuncMap {
   const random = opts.randomBytes ?? cryptoRandomBytes;
   const funcs: FuncMap = {
-    random: withArity((n) => randomBase62(positiveInt(n, 0), random), 1),
+    random: withArity((n) => {
+      const length = positiveInt(n, 0);
+      if (length > MAX_RANDOM_LENGTH) throw new ArgumentLimitError('length', MAX_RANDOM_LENGTH);
+      return randomBase62(length, random);
+    }, 1),
     truncate: withArity((max, value) => {
       const n = positiveInt(max, 0);
       return truncateBytes(str(value), n);
@@ -34,7 +40,7 @@ export function vaultFuncs(opts: VaultFuncOptions): FuncMap {
     }, 2),
     uppercase: withArity((value) => str(value).toUpperCase(), 1),
     lowercase: withArity((value) => str(value).toLowerCase(), 1),
-    replace: withArity((from, to, value) => str(value).replaceAll(str(from), str(to)), 3),
+    replace: withArity((from, to, value) => replaceAll(str(value), str(from), str(to)), 3),
     sha256: withArity((value) => sha256Hex(bytes(value)), 1),
     base64: withArity((value) => bytes(value).toString('base64'), 1),
     unix_time: withArity(() => String(Math.floor(opts.now().getTime() / 1000)), 0),
@@ -76,6 +82,14 @@ function truncateBytes(s: string, maxBytes: number): string {
     out += ch;
   }
   return out;
+}
+
+/** The one Vault function whose result can outgrow its inputs many times over (each match may grow). */
+function replaceAll(s: string, from: string, to: string): string {
+  // An empty `from` matches before every UTF-16 unit and at the end.
+  const matches = from === '' ? s.length + 1 : s.split(from).length - 1;
+  if (s.length + matches * (to.length - from.length) > MAX_BUILT_LENGTH) throw new ArgumentLimitError('result length', MAX_BUILT_LENGTH);
+  return s.replaceAll(from, to);
 }
 
 function sha256Hex(data: string | Buffer): string {
