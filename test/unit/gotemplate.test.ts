@@ -194,7 +194,7 @@ describe('gotemplate: exec errors', () => {
     ['{{"x" 1}}', undefined, 'can\'t give argument to non-function "x"'],
     ['{{not 1 2}}', undefined, 'wrong number of args for not: want 1 got 2'],
     ['{{printf}}', undefined, 'wrong number of args for printf: want at least 1 got 0'],
-    ['{{range .}}{{end}}', true, "range can't iterate over true"],
+    ['{{range .}}{{end}}', true, "range can't iterate over a value of type bool"],
     ['{{.F 1}}', { F: () => 1 }, 'F has arguments but cannot be invoked as function'],
     ['{{.F}}', { F: () => 1 }, "can't print .F of type func"],
     ['{{boom 1}}', undefined, 'error calling boom: kaput'],
@@ -206,6 +206,20 @@ describe('gotemplate: exec errors', () => {
     expect(run).toThrow(TemplateExecError);
     expect(run).toThrow(want);
   });
+
+  it.each(['{{range .Password}}{{end}}', '{{range $a, $b := .Password}}{{end}}', '{{range $k, $v := .Count}}{{end}}'])(
+    '"an execution error never carries a data value" (unlike Go, which prints it): %s',
+    (text) => {
+      const secret = { Password: 'S3cret-pw-value', Count: 917_381_273 };
+      const run = (): string => render(text, secret);
+      expect(run).toThrow(TemplateExecError);
+      try {
+        run();
+      } catch (err) {
+        expect((err as Error).message).not.toMatch(/S3cret-pw-value|917381273/);
+      }
+    },
+  );
 
   it('declared arity is checked before calling', () => {
     const two = withArity((a, b) => `${String(a)}${String(b)}`, 2);

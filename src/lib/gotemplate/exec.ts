@@ -170,7 +170,7 @@ class State {
         }
         break;
       case 'int': {
-        if (decl.length > 1) this.fail(node, `range ${operandString(node.pipe)}`, `can't use ${String(value)} to iterate over more than one variable`);
+        if (decl.length > 1) this.fail(node, `range ${operandString(node.pipe)}`, `can't use a value of type ${typeName(value)} to iterate over more than one variable`);
         for (let i = 0; i < Number(value); i++) {
           ran = true;
           if (!iterate(i, i)) break;
@@ -181,7 +181,7 @@ class State {
       case 'nil':
         break; // Go: a nil collection is empty, not an error.
       default:
-        this.fail(node, `range ${operandString(node.pipe)}`, `range can't iterate over ${sprint([value])}`);
+        this.fail(node, `range ${operandString(node.pipe)}`, `range can't iterate over a value of type ${typeName(value)}`);
     }
     if (!ran && node.elseList) this.walkList(dot, node.elseList);
     this.vars.length = outer;
