@@ -97,6 +97,11 @@ export async function createServer(settings: Settings, logger: Logger, overrides
     logger,
     maxRequestSize: settings.STRONGROOM_MAX_REQUEST_SIZE,
     maxUnauthenticatedRequestSize: settings.STRONGROOM_MAX_UNAUTHENTICATED_REQUEST_SIZE,
+    timeouts: {
+      headersMs: settings.STRONGROOM_HEADERS_TIMEOUT * 1000,
+      requestMs: settings.STRONGROOM_REQUEST_TIMEOUT * 1000,
+      keepAliveMs: settings.STRONGROOM_KEEP_ALIVE_TIMEOUT * 1000,
+    },
     https: readTls(settings),
   });
   return {

@@ -15,6 +15,8 @@ const duration = (name: string) => z.string().transform((v, ctx) => {
     return z.NEVER;
   }
 });
+/** A connection timeout: at least a second (0 would mean none), at most an hour. */
+const timeout = (name: string) => duration(name).refine((v) => v >= 1 && v <= 3600, { message: `${name} must be between 1s and 1h` });
 const bool = z.string().transform((v) => ['1', 'true', 'yes', 'on'].includes(v.toLowerCase()));
 
 export const settingsSchema = z.object({
@@ -30,11 +32,15 @@ export const settingsSchema = z.object({
   STRONGROOM_LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   STRONGROOM_MAX_REQUEST_SIZE: z.coerce.number().int().positive().default(32 * 1024 * 1024),
   STRONGROOM_MAX_UNAUTHENTICATED_REQUEST_SIZE: z.coerce.number().int().positive().default(1024 * 1024),
+  STRONGROOM_HEADERS_TIMEOUT: timeout('STRONGROOM_HEADERS_TIMEOUT').default(10),
+  STRONGROOM_REQUEST_TIMEOUT: timeout('STRONGROOM_REQUEST_TIMEOUT').default(60),
+  STRONGROOM_KEEP_ALIVE_TIMEOUT: timeout('STRONGROOM_KEEP_ALIVE_TIMEOUT').default(72),
   STRONGROOM_DEFAULT_LEASE_TTL: duration('STRONGROOM_DEFAULT_LEASE_TTL').default(768 * 3600),
   STRONGROOM_MAX_LEASE_TTL: duration('STRONGROOM_MAX_LEASE_TTL').default(768 * 3600),
   STRONGROOM_REVOKE_RETRY_BASE: duration('STRONGROOM_REVOKE_RETRY_BASE').default(10),
   STRONGROOM_REVOKE_MAX_ATTEMPTS: z.coerce.number().int().positive().default(6),
 }).refine((s) => s.STRONGROOM_DEFAULT_LEASE_TTL <= s.STRONGROOM_MAX_LEASE_TTL, { message: 'STRONGROOM_DEFAULT_LEASE_TTL must not exceed STRONGROOM_MAX_LEASE_TTL' })
+  .refine((s) => s.STRONGROOM_HEADERS_TIMEOUT <= s.STRONGROOM_REQUEST_TIMEOUT, { message: 'STRONGROOM_HEADERS_TIMEOUT must not exceed STRONGROOM_REQUEST_TIMEOUT' })
   .refine((s) => !s.STRONGROOM_TLS_CERT_FILE === !s.STRONGROOM_TLS_KEY_FILE, { message: 'STRONGROOM_TLS_CERT_FILE and STRONGROOM_TLS_KEY_FILE go together' })
   // It doubles as the default OIDC issuer, which Vault restricts to an origin.
   .refine((s) => s.STRONGROOM_API_ADDR === undefined || isOrigin(s.STRONGROOM_API_ADDR), { message: 'STRONGROOM_API_ADDR must include only a scheme, host and optional port (e.g. https://strongroom.example.com:8200)' });

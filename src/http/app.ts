@@ -13,8 +13,27 @@ export interface AppOptions {
   maxRequestSize: number;
   /** The body limit for anyone else (no token, or one the store does not know); capped at `maxRequestSize`. */
   maxUnauthenticatedRequestSize: number;
+  timeouts: {
+    /** From a connection's first byte (or its last answer) until the request's headers have arrived. */
+    headersMs: number;
+    /** Until the whole request, body included, has arrived. */
+    requestMs: number;
+    /** An idle keep-alive connection is closed after this long. */
+    keepAliveMs: number;
+  };
   https?: { cert: Buffer; key: Buffer };
 }
+
+/**
+ * Node checks its timeouts by sweeping connections this often (30 s by default), so a connection may outlive its
+ * bound by up to one interval; a sweep walks a list, which is cheap even with thousands of connections.
+ */
+const TIMEOUT_CHECK_INTERVAL_MS = 1000;
+/** Client errors that are not a bad request, answered as Node's own handler would; anything else is a 400. */
+const CLIENT_ERROR_STATUS: Record<string, string> = {
+  ERR_HTTP_REQUEST_TIMEOUT: '408 Request Timeout',
+  HPE_HEADER_OVERFLOW: '431 Request Header Fields Too Large',
+};
 
 /**
  * One catch-all `/v1/*` route feeds the core pipeline: mounts are enabled at run time and Fastify cannot add
@@ -23,9 +42,22 @@ export interface AppOptions {
  */
 export function buildApp(core: Core, opts: AppOptions): FastifyInstance {
   const anonymousLimit = Math.min(opts.maxUnauthenticatedRequestSize, opts.maxRequestSize);
+  // A request that has not fully arrived in time is answered 408 and its connection closed: without a bound, a
+  // client sending a body one byte at a time (or never) holds its connection forever (Fastify's default is none).
+  // Once a request has arrived nothing times out its connection (Fastify's connectionTimeout stays 0): a handler
+  // waiting on a slow directory leaves the socket idle, and upstream calls carry their own timeouts.
+  const timeouts = {
+    headersTimeout: opts.timeouts.headersMs,
+    requestTimeout: opts.timeouts.requestMs,
+    keepAliveTimeout: opts.timeouts.keepAliveMs,
+    connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS,
+  };
   const serverOptions: FastifyServerOptions = {
     loggerInstance: opts.logger,
     bodyLimit: opts.maxRequestSize,
+    // Node's server takes them all (below); Fastify sets these two again from its own options after creating it.
+    requestTimeout: timeouts.requestTimeout,
+    keepAliveTimeout: timeouts.keepAliveTimeout,
     // Fastify's per-request lines would log raw URLs (query strings may carry tokens); onResponse below logs
     // the path alone.
     logController: new LogController({ disableRequestLogging: true }),
@@ -33,11 +65,12 @@ export function buildApp(core: Core, opts: AppOptions): FastifyInstance {
     childLoggerFactory: (logger) => logger,
     clientErrorHandler(err, socket) {
       if (answerListFromRawPacket(core, err as unknown as Parameters<typeof answerListFromRawPacket>[1], socket, opts.maxRequestSize)) return;
-      if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+      const status = CLIENT_ERROR_STATUS[(err as NodeJS.ErrnoException).code ?? ''] ?? '400 Bad Request';
+      if (socket.writable) socket.end(`HTTP/1.1 ${status}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
       else socket.destroy(err);
     },
   };
-  const app = (opts.https ? Fastify({ ...serverOptions, https: opts.https } as FastifyServerOptions) : Fastify(serverOptions)) as unknown as FastifyInstance;
+  const app = (opts.https ? Fastify({ ...serverOptions, https: { ...opts.https, ...timeouts } } as FastifyServerOptions) : Fastify({ ...serverOptions, http: timeouts })) as unknown as FastifyInstance;
 
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'string' }, (_req, body, done) => {

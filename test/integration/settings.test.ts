@@ -24,7 +24,10 @@ describe('settings', () => {
   it('"every setting has a default; flags override the environment"', () => {
     const s = loadSettings({ STRONGROOM_LOG_LEVEL: 'warn' }, ['--log-level=error', '--max-request-size', '1024', '--dev']);
     expect(s).toMatchObject({ STRONGROOM_ADDR: '127.0.0.1:8200', STRONGROOM_LOG_LEVEL: 'error', STRONGROOM_MAX_REQUEST_SIZE: 1024, STRONGROOM_DEV: true, STRONGROOM_DEFAULT_LEASE_TTL: 2_764_800 });
-    expect(loadSettings({}, [])).toMatchObject({ STRONGROOM_MAX_REQUEST_SIZE: 32 * 1024 * 1024, STRONGROOM_MAX_UNAUTHENTICATED_REQUEST_SIZE: 1024 * 1024 });
+    expect(loadSettings({}, [])).toMatchObject({
+      STRONGROOM_MAX_REQUEST_SIZE: 32 * 1024 * 1024, STRONGROOM_MAX_UNAUTHENTICATED_REQUEST_SIZE: 1024 * 1024,
+      STRONGROOM_HEADERS_TIMEOUT: 10, STRONGROOM_REQUEST_TIMEOUT: 60, STRONGROOM_KEEP_ALIVE_TIMEOUT: 72,
+    });
   });
 
   it.each([
@@ -34,6 +37,9 @@ describe('settings', () => {
     [{ STRONGROOM_TLS_CERT_FILE: '/x' }, [], /go together/],
     [{}, ['--no-such-flag'], /unknown flag --no-such-flag/],
     [{ STRONGROOM_MAX_UNAUTHENTICATED_REQUEST_SIZE: '0' }, [], /STRONGROOM_MAX_UNAUTHENTICATED_REQUEST_SIZE/],
+    [{ STRONGROOM_REQUEST_TIMEOUT: '0' }, [], /STRONGROOM_REQUEST_TIMEOUT must be between 1s and 1h/],
+    [{ STRONGROOM_KEEP_ALIVE_TIMEOUT: '2h' }, [], /STRONGROOM_KEEP_ALIVE_TIMEOUT must be between 1s and 1h/],
+    [{ STRONGROOM_HEADERS_TIMEOUT: '90s' }, [], /STRONGROOM_HEADERS_TIMEOUT must not exceed STRONGROOM_REQUEST_TIMEOUT/],
   ])('"a bad setting is refused naming it" %#', (env, argv, message) => {
     expect(() => loadSettings(env as NodeJS.ProcessEnv, argv as string[])).toThrow(SettingsError);
     expect(() => loadSettings(env as NodeJS.ProcessEnv, argv as string[])).toThrow(message);
