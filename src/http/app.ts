@@ -2,6 +2,7 @@ import Fastify, { LogController, type FastifyInstance, type FastifyReply, type F
 import type { Logger } from 'pino';
 import type { Core, CoreResponse } from '../core/core.ts';
 import { PayloadTooLargeError, StrongroomError } from '../core/errors.ts';
+import { accessLog } from './access-log.ts';
 import { cappedBody, storageUnavailable } from './admission.ts';
 import { parseBody, parseQuery, splitTarget } from './body.ts';
 import { answerListFromRawPacket } from './list-method.ts';
@@ -41,6 +42,7 @@ const CLIENT_ERROR_STATUS: Record<string, string> = {
  * can use `inject`.
  */
 export function buildApp(core: Core, opts: AppOptions): FastifyInstance {
+  const logAccess = accessLog(opts.logger);
   const anonymousLimit = Math.min(opts.maxUnauthenticatedRequestSize, opts.maxRequestSize);
   // A request that has not fully arrived in time is answered 408 and its connection closed: without a bound, a
   // client sending a body one byte at a time (or never) holds its connection forever (Fastify's default is none).
@@ -64,7 +66,7 @@ export function buildApp(core: Core, opts: AppOptions): FastifyInstance {
     // Fastify would make a pino child (with our redaction rules) for every request; nothing logs through it.
     childLoggerFactory: (logger) => logger,
     clientErrorHandler(err, socket) {
-      if (answerListFromRawPacket(core, err as unknown as Parameters<typeof answerListFromRawPacket>[1], socket, opts.maxRequestSize)) return;
+      if (answerListFromRawPacket(core, err as unknown as Parameters<typeof answerListFromRawPacket>[1], socket, { maxBytes: opts.maxRequestSize, logAccess })) return;
       const status = CLIENT_ERROR_STATUS[(err as NodeJS.ErrnoException).code ?? ''] ?? '400 Bad Request';
       if (socket.writable) socket.end(`HTTP/1.1 ${status}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
       else socket.destroy(err);
@@ -101,11 +103,10 @@ export function buildApp(core: Core, opts: AppOptions): FastifyInstance {
     }, done);
   });
 
-  // The access log line. The level is fixed at start, so a quieter level skips the hook altogether (a hook
-  // costs every request a trip through Fastify's hook runner). Callback style: an async hook costs a promise.
-  if (opts.logger.isLevelEnabled('info')) {
+  // Callback style: an async hook costs a promise.
+  if (logAccess) {
     app.addHook('onResponse', (req, reply, done) => {
-      opts.logger.info({ method: req.method, path: req.url.split('?', 1)[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'request');
+      logAccess(req.method, req.url, reply.statusCode, reply.elapsedTime);
       done();
     });
   }

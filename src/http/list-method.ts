@@ -1,6 +1,7 @@
 import type { Socket } from 'node:net';
 import { STATUS_CODES } from 'node:http';
 import type { Core, CoreResponse } from '../core/core.ts';
+import type { AccessLog } from './access-log.ts';
 import { storageUnavailable } from './admission.ts';
 import { parseQuery, splitTarget } from './body.ts';
 import { tokenFromHeaders } from './token-header.ts';
@@ -9,9 +10,14 @@ import { tokenFromHeaders } from './token-header.ts';
  * Node's HTTP parser (llhttp) rejects the `LIST` method with HPE_INVALID_METHOD before any framework sees the
  * request, yet every Vault client sends it. The rejected bytes arrive on `clientError` as `rawPacket`: parse the
  * request line and headers, run them through the same pipeline as a list, and answer on the socket, closing it.
+ * The answer gets the access log line Fastify's hook would have written.
  */
-export function answerListFromRawPacket(core: Core, err: NodeJS.ErrnoException & { rawPacket?: Buffer }, socket: Socket, maxBytes: number): boolean {
+export function answerListFromRawPacket(
+  core: Core, err: NodeJS.ErrnoException & { rawPacket?: Buffer }, socket: Socket,
+  { maxBytes, logAccess }: { maxBytes: number; logAccess: AccessLog | undefined },
+): boolean {
   if (err.code !== 'HPE_INVALID_METHOD' || !err.rawPacket) return false;
+  const started = performance.now();
   const raw = err.rawPacket.subarray(0, maxBytes).toString('latin1');
   const head = raw.split('\r\n\r\n', 1)[0];
   const [requestLine, ...headerLines] = head.split('\r\n');
@@ -22,7 +28,10 @@ export function answerListFromRawPacket(core: Core, err: NodeJS.ErrnoException &
     const colon = line.indexOf(':');
     if (colon > 0) headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
   }
-  const send = (res: CoreResponse) => writeRaw(socket, res);
+  const send = (res: CoreResponse) => {
+    writeRaw(socket, res);
+    logAccess?.('LIST', m[1], res.status, performance.now() - started);
+  };
   const fail = (status: number, errors: string[]) => send({ status, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ errors }) });
   let target: ReturnType<typeof splitTarget>;
   try {

@@ -1,6 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { execFile } from 'node:child_process';
+import { Writable } from 'node:stream';
 import { promisify } from 'node:util';
+import { createLogger } from '../../src/logger.ts';
+import { createServer, type Server } from '../../src/server.ts';
+import { loadSettings } from '../../src/settings.ts';
 
 // curl runs asynchronously: the server under test lives in this process and must keep serving.
 const curl = async (args: string[]) => (await promisify(execFile)('curl', args, { encoding: 'utf8' })).stdout;
@@ -151,5 +155,42 @@ describe('mounts of the same engine type', () => {
     expect((await s.request('GET', 'kv2/data/shared')).status).toBe(404);
     await s.request('POST', 'kv2/data/shared', { body: { value: 'second' } });
     expect((await s.request('GET', 'kv/data/shared')).body.data.value).toBe('first');
+  });
+});
+
+describe('the access log', () => {
+  let logged = '';
+  let server: Server;
+  let url: string;
+  const lines = () => logged.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.msg === 'request');
+  beforeAll(async () => {
+    const sink = new Writable({ write(chunk, _enc, done) { logged += chunk; done(); } });
+    const settings = loadSettings({ STRONGROOM_DEV: '1', STRONGROOM_DEV_ROOT_TOKEN: 'root-token-never-logged', STRONGROOM_STORAGE: 'memory' }, []);
+    server = await createServer(settings, createLogger('info', sink), { backends: { secret: { test: testBackend(new Map()) }, auth: {} } });
+    url = await server.app.listen({ host: '127.0.0.1', port: 0 });
+    expect((await server.app.inject({ method: 'POST', url: '/v1/sys/mounts/kv', headers: { 'x-vault-token': 'root-token-never-logged' }, payload: { type: 'test' } })).statusCode).toBe(204);
+  });
+  afterAll(() => server.close());
+
+  it('"a LIST answered from the raw packet logs the same line as any request: method, path without query, status, ms; never the token"', async () => {
+    logged = '';
+    const secret = 'hvs.query-token-never-logged';
+    for (const auth of [['-H', 'X-Vault-Token: root-token-never-logged'], ['-H', 'Authorization: Bearer root-token-never-logged'], []]) {
+      await curl(['-s', '-o', '/dev/null', '-X', 'LIST', ...auth, `${url}/v1/sys/policies/acl?token=${secret}`]);
+      await curl(['-s', '-o', '/dev/null', '-X', 'GET', ...auth, `${url}/v1/sys/policies/acl?list=true&token=${secret}`]);
+    }
+    await curl(['-s', '-o', '/dev/null', '--path-as-is', '-X', 'LIST', `${url}/v1/kv/data/%2e%2e/x?token=${secret}`]);
+    await curl(['-s', '-o', '/dev/null', '-X', 'LIST', `${url}/elsewhere?token=${secret}`]);
+    const got = lines();
+    expect(got.map(({ method, path, status }) => [method, path, status])).toEqual([
+      ['LIST', '/v1/sys/policies/acl', 200], ['GET', '/v1/sys/policies/acl', 200],
+      ['LIST', '/v1/sys/policies/acl', 200], ['GET', '/v1/sys/policies/acl', 200],
+      ['LIST', '/v1/sys/policies/acl', 403], ['GET', '/v1/sys/policies/acl', 403],
+      ['LIST', '/v1/kv/data/%2e%2e/x', 400],
+      ['LIST', '/elsewhere', 404],
+    ]);
+    for (const line of got) expect(Object.keys(line).filter((k) => !['level', 'time', 'pid', 'hostname', 'msg'].includes(k)).sort()).toEqual(['method', 'ms', 'path', 'status']);
+    for (const line of got) expect(line.ms).toEqual(expect.any(Number));
+    expect(logged).not.toContain('never-logged');
   });
 });
