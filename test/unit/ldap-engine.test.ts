@@ -7,9 +7,10 @@ import { KeyedLock } from '../../src/core/keyed-lock.ts';
 import { MemoryStorage } from '../../src/core/storage/memory.ts';
 import type { StorageCondition, StorageOp } from '../../src/core/storage/types.ts';
 import { StorageView, jsonBytes } from '../../src/core/storage/view.ts';
-import { ManagedAccounts, accountKeys } from '../../src/engines/ldap/accounts.ts';
+import { ManagedAccounts, accountKeys, sameAccount } from '../../src/engines/ldap/accounts.ts';
 import {
-  LdapConnections, ROOT_GRACE_MS, ROOT_WAL_KEY, bindFallbacks, mergeConfig, toConnectionConfig, validateConfig, writeConfig, type LdapConfig, type LdapEngine,
+  LdapConnections, ROOT_GRACE_MS, ROOT_WAL_KEY, bindFallbacks, configuredBindAccount, mergeConfig, toConnectionConfig, validateConfig, writeConfig,
+  type LdapConfig, type LdapEngine,
 } from '../../src/engines/ldap/config.ts';
 import { UnrecordedPasswordError, changePasswordWithWal, readWal } from '../../src/engines/ldap/rotation.ts';
 import { RotationScheduler, retryDelayMs } from '../../src/engines/ldap/scheduler.ts';
@@ -117,6 +118,57 @@ describe('connection config', () => {
     await storage.put(ROOT_WAL_KEY, jsonBytes({ new_password: 'pending' }));
     await conns.get();
     expect(made.at(-1)?.fallback_bindpass).toEqual(['pending']);
+  });
+});
+
+describe('the bind account (the engine never manages itself)', () => {
+  const upnConfig = (over: Partial<LdapConfig> = {}) => base({ binddn: 'svc', upndomain: 'corp.example', schema: 'ad', userattr: 'userPrincipalName', ...over });
+
+  it('configuredBindAccount: the DN, or a UPN bind\'s UPN where usernames are UPNs', () => {
+    expect(configuredBindAccount(base())).toEqual({ dn: 'cn=e,dc=x' });
+    expect(configuredBindAccount(upnConfig())).toEqual({ username: 'svc@corp.example' });
+    expect(configuredBindAccount(upnConfig({ userattr: '' }))).toEqual({ username: 'svc@corp.example' });
+    expect(configuredBindAccount(upnConfig({ userattr: 'sAMAccountName' }))).toEqual({});
+  });
+
+  it('sameAccount: by username case-insensitively, by DN as a DN', () => {
+    expect(sameAccount({ username: 'svc@corp.example' }, { username: 'SVC@Corp.Example' })).toBe(true);
+    expect(sameAccount({ dn: 'cn=e,dc=x' }, { dn: 'CN = E , DC = X' })).toBe(true);
+    expect(sameAccount({ dn: 'cn=e,dc=x' }, { username: 'e' })).toBe(false);
+    expect(sameAccount({}, { username: 'e', dn: 'cn=e,dc=x' })).toBe(false);
+  });
+
+  const connections = async (config: LdapConfig, findBindEntry: () => Promise<{ dn: string }>) => {
+    const storage = new StorageView(new MemoryStorage(), '');
+    await writeConfig(storage, config);
+    return new LdapConnections(storage, new FakeClock(), () => ({ findBindEntry, close: async () => undefined }) as unknown as LdapClient);
+  };
+
+  it('a UPN bind\'s DN is asked of the directory once per client and then known by both names', async () => {
+    let lookups = 0;
+    const conns = await connections(upnConfig(), async () => (lookups++, { dn: 'CN=Svc,OU=Service,DC=corp' }));
+    const { bindAccount } = await conns.get();
+    expect(await bindAccount()).toEqual({ username: 'svc@corp.example', dn: 'CN=Svc,OU=Service,DC=corp' });
+    expect(sameAccount(await (await conns.get()).bindAccount(), { dn: 'cn=svc,ou=service,dc=corp' })).toBe(true);
+    expect(lookups).toBe(1);
+  });
+
+  it('a UPN bind whose entry is not under userdn is known by its UPN only; a failed lookup is asked again', async () => {
+    const notFound = await connections(upnConfig(), async () => { throw new LdapProviderError('input', 'binddn: no entry', 32); });
+    expect(await (await notFound.get()).bindAccount()).toEqual({ username: 'svc@corp.example' });
+    let calls = 0;
+    const flaky = await connections(upnConfig(), async () => {
+      if (calls++ === 0) throw new LdapProviderError('connection', 'down');
+      return { dn: 'cn=svc,dc=corp' };
+    });
+    const { bindAccount } = await flaky.get();
+    await expect(bindAccount()).rejects.toThrow('down');
+    expect((await bindAccount()).dn).toBe('cn=svc,dc=corp');
+  });
+
+  it('a DN bind never asks the directory', async () => {
+    const conns = await connections(base(), async () => { throw new Error('not called'); });
+    expect(await (await conns.get()).bindAccount()).toEqual({ dn: 'cn=e,dc=x' });
   });
 });
 

@@ -84,6 +84,34 @@ describe('RFC 4514 DNs', () => {
     expect(isDnWithin('cn=a,dc=y', 'dc=x')).toBe(false);
     expect(isDnWithin('cn=a,dc=y', '')).toBe(true);
   });
+
+  // What slapd takes for the entry cn=engine,ou=sys,dc=x (each checked against slapd, see ldap-bind-account.test.ts).
+  it.each([
+    ['upper case', 'CN=ENGINE,OU=SYS,DC=X'],
+    ['spaces around "=" and ","', 'cn = engine , ou = sys , dc = x'],
+    ['trailing spaces', 'cn=engine   ,ou=sys,dc=x  '],
+    ['hex escapes', 'cn=\\65\\6E\\67\\69\\6E\\65,ou=sys,dc=x'],
+    ['escaped spaces at the ends (insignificant, RFC 4518)', 'cn=\\ engine\\20,ou=sys,dc=x'],
+    ['an OID type', '2.5.4.3=engine,2.5.4.11=sys,0.9.2342.19200300.100.1.25=x'],
+    ['long type names', 'commonName=engine,organizationalUnitName=sys,domainComponent=x'],
+    ['full-width letters (NFKC)', 'cn=ｅｎｇｉｎｅ,ou=sys,dc=x'],
+    ['a dotted capital I (simple case mapping)', 'cn=ENGİNE,ou=sys,dc=x'],
+  ])('normalizeDn: %s is the same entry', (_spelling, dn) => {
+    expect(normalizeDn(dn)).toBe('cn=engine,ou=sys,dc=x');
+  });
+
+  it('normalizeDn: white space inside a value counts once, whatever space it is', () => {
+    expect(normalizeDn('cn=Strong \u00a0 Room,dc=x')).toBe('cn=strong room,dc=x');
+  });
+
+  it.each([
+    ['another attribute', 'uid=engine,ou=sys,dc=x'],
+    ['a combining accent', 'cn=e\u0301ngine,ou=sys,dc=x'],
+    ['an escaped comma inside the value', 'cn=engine\\,ou=sys,dc=x'],
+    ['a dotless i', 'cn=engıne,ou=sys,dc=x'],
+  ])('normalizeDn: %s is another entry', (_difference, dn) => {
+    expect(normalizeDn(dn)).not.toBe('cn=engine,ou=sys,dc=x');
+  });
 });
 
 describe('connection config helpers', () => {

@@ -52,8 +52,24 @@ function storageKey(key: string): string {
   return PREFIX + createHash('sha256').update(key).digest('hex');
 }
 
-function describeOwner(owner: AccountOwner): string {
+export function describeOwner(owner: AccountOwner): string {
   return `${owner.kind === 'static-role' ? 'static role' : 'library set'} "${owner.name}"`;
+}
+
+/** True when two identities name the same account: one username (case-insensitively) or one entry by DN. */
+export function sameAccount(a: AccountIdentity, b: AccountIdentity): boolean {
+  const keys = accountKeys(a);
+  return accountKeys(b).some((key) => keys.includes(key));
+}
+
+/**
+ * The engine never manages itself: its bind account belongs to no static role or library set, and no dynamic
+ * role's LDIF may touch it. Its password opens the directory (whoever may read a role's static-cred would get
+ * it), and only rotate-root may change it (a change from anywhere else locks the engine out). `bind` is the
+ * account by every name known for it (LdapConnection.bindAccount); `subject` starts the 400: the field and what it was given.
+ */
+export function refuseBindAccount(bind: AccountIdentity, target: AccountIdentity, subject: string): void {
+  if (sameAccount(bind, target)) throw new BadRequestError(`${subject} is the account this secrets engine binds as; only rotate-root changes its password`);
 }
 
 export class ManagedAccounts {

@@ -10,13 +10,15 @@ import { field } from '../../core/fields.ts';
 import { definePath, type BackendContext, type PathDefinition, type SecretType } from '../../core/framework.ts';
 import { randomBase62 } from '../../core/ids.ts';
 import type { KeyedLock } from '../../core/keyed-lock.ts';
-import type { StorageView } from '../../core/storage/view.ts';
+import type { StorageOp } from '../../core/storage/types.ts';
+import { jsonBytes, type StorageView } from '../../core/storage/view.ts';
 import type { LdapClient, LdapConnectionConfig, TlsVersionName } from '../../providers/ldap/client.ts';
 import { isValidDn } from '../../providers/ldap/dn.ts';
+import { LdapProviderError } from '../../providers/ldap/errors.ts';
 import { isValidAttributeName } from '../../providers/ldap/filter.ts';
 import { parseUrlList } from '../../providers/ldap/ldapts-client.ts';
 import { LDAP_SCHEMAS, defaultUserAttr, isLdapSchema } from '../../providers/ldap/schemas.ts';
-import type { ManagedAccounts } from './accounts.ts';
+import { accountKeys, describeOwner, type AccountIdentity, type ManagedAccounts } from './accounts.ts';
 import type { RotationScheduler } from './scheduler.ts';
 
 export const CONFIG_KEY = 'config';
@@ -70,7 +72,11 @@ export async function readConfig(storage: StorageView): Promise<LdapConfig | und
 }
 
 export async function writeConfig(storage: StorageView, config: LdapConfig): Promise<void> {
-  await storage.putJson(CONFIG_KEY, storedConfigSchema.parse(config));
+  await storage.transaction([putConfigOp(config)]);
+}
+
+export function putConfigOp(config: LdapConfig): StorageOp {
+  return { type: 'put', key: CONFIG_KEY, value: jsonBytes(storedConfigSchema.parse(config)) };
 }
 
 export function missingConfigError(): BadRequestError {
@@ -168,15 +174,50 @@ export function toConnectionConfig(config: LdapConfig, fallbacks: string[] = [])
   };
 }
 
+/**
+ * The bind account by the names the config gives it: its DN, or for a UPN bind its userPrincipalName, which
+ * is a username wherever usernames are UPNs (userattr userPrincipalName, AD's default). A UPN bind's DN is
+ * known only to the directory (LdapConnection.bindAccount).
+ */
+export function configuredBindAccount(config: Pick<LdapConfig, 'binddn' | 'upndomain' | 'userattr' | 'schema'>): AccountIdentity {
+  if (!config.upndomain) return { dn: config.binddn };
+  const userattr = config.userattr || defaultUserAttr(config.schema);
+  return userattr.toLowerCase() === 'userprincipalname' ? { username: `${config.binddn}@${config.upndomain}` } : {};
+}
+
+/** What the engine works with: the config (shared: never mutate it), a client for it, and who it binds as. */
+export interface LdapConnection {
+  config: Readonly<LdapConfig>;
+  client: LdapClient;
+  /**
+   * The bind account by every name known for it, for refuseBindAccount. A UPN bind's entry is looked up
+   * (as rotate-root finds it, under userdn) once per client; when it is not there, the UPN is all that is known.
+   */
+  bindAccount: () => Promise<AccountIdentity>;
+}
+
+function bindAccountOf(config: LdapConfig, client: LdapClient): () => Promise<AccountIdentity> {
+  const known = configuredBindAccount(config);
+  if (!config.upndomain) {
+    const same = Promise.resolve(known);
+    return () => same;
+  }
+  let found: Promise<AccountIdentity> | undefined;
+  return () => found ??= client.findBindEntry().then((entry) => ({ ...known, dn: entry.dn }), (err: unknown) => {
+    if (err instanceof LdapProviderError && err.ldapCode === 32) return known;
+    // Anything else (the directory unreachable) is asked again next time.
+    found = undefined;
+    throw err;
+  });
+}
+
 /** What LdapConnections derived from one pair of stored config and root-WAL bytes. */
-interface ParsedConnection {
+interface ParsedConnection extends LdapConnection {
   configRaw: Buffer;
   walRaw: Buffer | undefined;
   /** Clock time at which the bind fallbacks change (the rotate-root grace period ends). */
   validUntil: number;
-  config: Readonly<LdapConfig>;
   key: string;
-  client: LdapClient;
 }
 
 const sameBytes = (a: Buffer | undefined, b: Buffer | undefined): boolean => (a === undefined || b === undefined ? a === b : a.equals(b));
@@ -199,32 +240,32 @@ export class LdapConnections {
     this.#create = create;
   }
 
-  /** The current config (shared: never mutate it) and a client for it; 400 when the engine is not configured. */
-  async get(): Promise<{ config: Readonly<LdapConfig>; client: LdapClient }> {
+  /** The current config and a client for it; 400 when the engine is not configured. */
+  async get(): Promise<LdapConnection> {
     const configRaw = await this.#storage.get(CONFIG_KEY);
     if (!configRaw) throw missingConfigError();
     const walRaw = await this.#storage.get(ROOT_WAL_KEY);
     const now = this.#clock.now();
     const cached = this.#cached;
     // Every credential request and rotation passes here: same bytes and same grace state, same answer.
-    if (cached && now < cached.validUntil && sameBytes(cached.configRaw, configRaw) && sameBytes(cached.walRaw, walRaw)) {
-      return { config: cached.config, client: cached.client };
-    }
+    if (cached && now < cached.validUntil && sameBytes(cached.configRaw, configRaw) && sameBytes(cached.walRaw, walRaw)) return cached;
     const config = Object.freeze(storedConfigSchema.parse(JSON.parse(configRaw.toString('utf8'))));
     const wal = walRaw && (JSON.parse(walRaw.toString('utf8')) as { new_password?: string });
     const connection = toConnectionConfig(config, bindFallbacks(config, wal?.new_password, now));
     const key = JSON.stringify(connection);
     const graceEnd = config.last_bind_password_rotation + ROOT_GRACE_MS;
     const validUntil = config.last_bind_password && now < graceEnd ? graceEnd : Number.POSITIVE_INFINITY;
-    let client = cached?.client;
-    if (!client || cached?.key !== key) {
-      client = this.#create(connection);
+    // The key holds everything that names the bind account, so a kept client keeps its bind account too.
+    const kept = cached?.key === key ? cached : undefined;
+    const client = kept?.client ?? this.#create(connection);
+    if (!kept && cached) {
       // Operations still running on the old client finish on their own connection; close it afterwards.
-      const previous = cached?.client;
-      if (previous) setTimeout(() => void previous.close().catch(() => undefined), 5_000).unref();
+      const previous = cached.client;
+      setTimeout(() => void previous.close().catch(() => undefined), 5_000).unref();
     }
-    this.#cached = { configRaw, walRaw, validUntil, config, key, client };
-    return { config, client };
+    const bindAccount = kept?.bindAccount ?? bindAccountOf(config, client);
+    this.#cached = { configRaw, walRaw, validUntil, config, key, client, bindAccount };
+    return this.#cached;
   }
 
   async close(): Promise<void> {
@@ -379,6 +420,15 @@ export function configPart(engine: LdapEngine): LdapEnginePart {
     validateConfig(next);
     // Builds (without connecting) a client, so anything the provider refuses is a 400 now, not at first use.
     engine.options.createClient(toConnectionConfig(next));
+    // The engine never manages itself, seen from this side: no role or set may already manage the new bind account.
+    const bind = configuredBindAccount(next);
+    if (!existing || accountKeys(bind).join() !== accountKeys(configuredBindAccount(existing)).join()) {
+      const owner = await engine.accounts.ownerOf(bind);
+      if (owner) {
+        throw new BadRequestError(`binddn: "${next.binddn}" is an account this secrets engine manages (${describeOwner(owner)}); ` +
+          'the engine never manages its own bind account, so take it out of there first');
+      }
+    }
     if (existing && ('binddn' in sent || 'bindpass' in sent)) await storage.delete(ROOT_WAL_KEY);
     await writeConfig(storage, next);
   });

@@ -5,7 +5,8 @@ import { definePath, type LeaseView, type PathDefinition, type SecretType, type 
 import { parseLdif, type LdifRecord } from '../../lib/ldif/index.ts';
 import type { LdapClient, LdifExecResult } from '../../providers/ldap/client.ts';
 import { scrub } from '../../providers/ldap/errors.ts';
-import { DYNAMIC_ROLE_NAME, readDynamicRole, roleName, type DynamicRole } from './dynamic-roles.ts';
+import type { AccountIdentity } from './accounts.ts';
+import { DYNAMIC_ROLE_NAME, checkRecordDns, readDynamicRole, roleName, type DynamicRole } from './dynamic-roles.ts';
 import { generatePassword, type LdapEngine, type LdapEnginePart } from './config.ts';
 import { DEFAULT_USERNAME_TEMPLATE, DynamicTemplates, renderLdifTemplate, type LdifField, type LdifTemplateData } from './dynamic-templates.ts';
 
@@ -54,10 +55,15 @@ function failure(primary: LdifExecResult, messages: string[]): StrongroomError {
 
 /**
  * Renders every template before touching the directory, so an account is never created whose
- * deletion or rollback LDIF could not be rendered. The deletion LDIF is kept as text for the lease.
+ * deletion or rollback LDIF could not be rendered, and no record of any of them reaches the directory
+ * when one names the bind account. The deletion LDIF is kept as text for the lease.
  */
-function renderAll(role: DynamicRole, templates: DynamicTemplates, data: LdifTemplateData) {
-  const render = (field: LdifField, text: string) => renderLdifTemplate(field, templates.ldif(field, text), data);
+function renderAll(role: DynamicRole, templates: DynamicTemplates, data: LdifTemplateData, bind: AccountIdentity) {
+  const render = (field: LdifField, text: string) => {
+    const rendered = renderLdifTemplate(field, templates.ldif(field, text), data);
+    checkRecordDns(field, rendered.records, bind);
+    return rendered;
+  };
   return {
     creation: render('creation_ldif', role.creation_ldif).records,
     rollback: role.rollback_ldif ? render('rollback_ldif', role.rollback_ldif).records : [],
@@ -85,14 +91,14 @@ function credsPaths(engine: Engine, templates: DynamicTemplates): PathDefinition
           const name = roleName(req);
           const role = await readDynamicRole(engine.storage, name);
           if (!role) throw new NotFoundError(`dynamic role "${name}" not found`);
-          const { config, client } = await engine.connections.get();
+          const { config, client, bindAccount } = await engine.connections.get();
 
           const displayName = req.caller?.displayName ?? '';
           const username = templates.renderUsername(templates.username(role.username_template || DEFAULT_USERNAME_TEMPLATE), { DisplayName: displayName, RoleName: name });
           const password = await generatePassword(engine, config);
           const ttl = effectiveTtl(role, engine.ctx.system);
           const data = templateData({ Username: username, Password: password, RoleName: name, DisplayName: displayName }, engine.clock.now(), ttl);
-          const { creation, rollback, deletionLdif } = renderAll(role, templates, data);
+          const { creation, rollback, deletionLdif } = renderAll(role, templates, data, await bindAccount());
           const internal: LeaseInternal = { role_name: name, username, distinguished_names: creation.map((r) => r.dn), deletion_ldif: deletionLdif };
           const secret = { type: DYNAMIC_CREDS_SECRET_TYPE, ttl, maxTtl: role.max_ttl, renewable: true, internal };
 

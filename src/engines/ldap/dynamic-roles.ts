@@ -3,13 +3,17 @@ import { BadRequestError } from '../../core/errors.ts';
 import { field } from '../../core/fields.ts';
 import { definePath, type BackendRequest, lowerName } from '../../core/framework.ts';
 import type { StorageView } from '../../core/storage/view.ts';
-import type { LdapEngine, LdapEnginePart } from './config.ts';
+import type { LdifRecord } from '../../lib/ldif/index.ts';
+import { isValidDn } from '../../providers/ldap/dn.ts';
+import { refuseBindAccount, type AccountIdentity } from './accounts.ts';
+import { configuredBindAccount, readConfig, type LdapEngine, type LdapEnginePart } from './config.ts';
 import {
   decodeLdifInput,
   DEFAULT_USERNAME_TEMPLATE,
   DynamicTemplates,
   LDIF_FIELDS,
   renderLdifTemplate,
+  type LdifField,
   type LdifTemplateData,
 } from './dynamic-templates.ts';
 
@@ -81,11 +85,26 @@ export function sampleLdifData(role: string, nowMs: number): LdifTemplateData {
 }
 
 /**
- * Cross-field rules of a whole role (after merging an update): both required LDIFs present, every
- * template parses and renders to valid LDIF with sample data, the username template renders, and
- * the TTLs fit the mount. Throws a 400 naming the field.
+ * Every record's DN must be a DN (one the engine cannot read, it cannot compare), and none may name the engine's
+ * own bind account (accounts.ts, refuseBindAccount) when that is known. DNs are rendered, so this runs on the
+ * sample at role write and again on the real data at each credential request, where a template such as
+ * `cn={{.Username}}` may come out differently.
  */
-export function validateDynamicRole(role: DynamicRole, ctx: { name: string; templates: DynamicTemplates; nowMs: number; mountMaxTtl: number }): void {
+export function checkRecordDns(field: LdifField, records: readonly LdifRecord[], bind: AccountIdentity | undefined): void {
+  for (const record of records) {
+    const subject = `invalid value for field "${field}": the record at line ${record.line}`;
+    if (!isValidDn(record.dn)) throw new BadRequestError(`${subject} has a DN that is not valid (RFC 4514)`);
+    if (bind) refuseBindAccount(bind, { dn: record.dn }, subject);
+  }
+}
+
+/**
+ * Cross-field rules of a whole role (after merging an update): both required LDIFs present, every
+ * template parses and renders to valid LDIF with sample data whose DNs are not the bind account's
+ * (`bind`, when a config exists), the username template renders, and the TTLs fit the mount.
+ * Throws a 400 naming the field.
+ */
+export function validateDynamicRole(role: DynamicRole, ctx: { name: string; templates: DynamicTemplates; nowMs: number; mountMaxTtl: number; bind?: AccountIdentity }): void {
   const sample = sampleLdifData(ctx.name, ctx.nowMs);
   for (const name of LDIF_FIELDS) {
     const text = role[name];
@@ -93,7 +112,7 @@ export function validateDynamicRole(role: DynamicRole, ctx: { name: string; temp
       if (name === 'rollback_ldif') continue;
       throw new BadRequestError(`missing required field "${name}"`);
     }
-    renderLdifTemplate(name, ctx.templates.ldif(name, text), sample);
+    checkRecordDns(name, renderLdifTemplate(name, ctx.templates.ldif(name, text), sample).records, ctx.bind);
   }
   const username = ctx.templates.username(role.username_template || DEFAULT_USERNAME_TEMPLATE);
   ctx.templates.renderUsername(username, { DisplayName: sample.DisplayName, RoleName: ctx.name });
@@ -128,7 +147,10 @@ export function dynamicRolesPart(engine: Pick<LdapEngine, 'ctx' | 'storage' | 'c
     locks.run(lockKey(roleName(req)), async () => {
       const name = roleName(req);
       const role = mergeDynamicRole(await readDynamicRole(storage, name), req);
-      validateDynamicRole(role, { name, templates, nowMs: clock.now(), mountMaxTtl: engine.ctx.system.maxLeaseTtl() });
+      // What the config alone says (a UPN bind's DN needs the directory): credential requests check the rest.
+      const config = await readConfig(storage);
+      const bind = config && configuredBindAccount(config);
+      validateDynamicRole(role, { name, templates, nowMs: clock.now(), mountMaxTtl: engine.ctx.system.maxLeaseTtl(), bind });
       await writeDynamicRole(storage, name, role);
       if (role.rollback_ldif === '') {
         return { warnings: ['rollback_ldif is not set: when creation_ldif fails part-way, the entries it already created stay in the directory'] };

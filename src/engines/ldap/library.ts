@@ -5,7 +5,7 @@
 import { BadRequestError, ConflictError } from '../../core/errors.ts';
 import { field } from '../../core/fields.ts';
 import { definePath, type BackendRequest, lowerName } from '../../core/framework.ts';
-import type { AccountIdentity, AccountOwner } from './accounts.ts';
+import { refuseBindAccount, type AccountIdentity, type AccountOwner } from './accounts.ts';
 import type { LdapEngine, LdapEnginePart } from './config.ts';
 import { enrollAccount, libraryCheckoutPart, setName } from './library-checkout.ts';
 import {
@@ -87,11 +87,13 @@ export function libraryPart(engine: LdapEngine): LdapEnginePart {
       const removing = await availableSnapshots(name, removed);
 
       // Every new member must exist before anything is claimed or changed.
-      const { client } = await engine.connections.get();
+      const { client, bindAccount } = await engine.connections.get();
+      const bind = await bindAccount();
       const found: Array<{ name: string; dn: string }> = [];
       for (const account of added) {
         const entry = await client.findByUsername(account, ['1.1']);
         if (!entry) throw new BadRequestError(`invalid value for field "service_account_names": "${account}" was not found in the directory`);
+        refuseBindAccount(bind, { username: account, dn: entry.dn }, `invalid value for field "service_account_names": "${account}"`);
         found.push({ name: account, dn: entry.dn });
       }
       const addedIdentities = found.map((a) => ({ username: a.name, dn: a.dn }));

@@ -6,8 +6,7 @@
  * ROOT_GRACE_MS (replicas that have not caught up), then it is erased.
  */
 import { definePath } from '../../core/framework.ts';
-import { jsonBytes } from '../../core/storage/view.ts';
-import { CONFIG_KEY, ROOT_GRACE_MS, readConfig, writeConfig, type LdapEngine, type LdapEnginePart } from './config.ts';
+import { CONFIG_KEY, ROOT_GRACE_MS, putConfigOp, readConfig, writeConfig, type LdapEngine, type LdapEnginePart } from './config.ts';
 import { changePasswordWithWal, readWal } from './rotation.ts';
 
 export const ROOT_TARGET = 'root';
@@ -20,11 +19,11 @@ export async function rotateRoot(engine: LdapEngine): Promise<void> {
     await changePasswordWithWal(engine, {
       target: ROOT_TARGET,
       account: { dn: entry.dn },
+      rotatesBindAccount: true,
       commit: async (password) => {
         const current = (await readConfig(engine.storage))!;
         const now = engine.clock.now();
-        const next = { ...current, bindpass: password, last_bind_password: current.bindpass, last_bind_password_rotation: now };
-        return [{ type: 'put', key: CONFIG_KEY, value: jsonBytes(next) }];
+        return [putConfigOp({ ...current, bindpass: password, last_bind_password: current.bindpass, last_bind_password_rotation: now })];
       },
     });
   });

@@ -16,6 +16,7 @@ import type { StorageCondition, StorageOp } from '../../core/storage/types.ts';
 import { jsonBytes, type PreparedWrite, type StorageView } from '../../core/storage/view.ts';
 import type { AccountRef, LdapClient } from '../../providers/ldap/client.ts';
 import { LdapProviderError } from '../../providers/ldap/errors.ts';
+import { refuseBindAccount } from './accounts.ts';
 import { generatePassword, passwordSource, type LdapConfig, type LdapEngine } from './config.ts';
 
 // ---- write-ahead log -------------------------------------------------------------------------------
@@ -97,6 +98,8 @@ export interface PasswordChangeRequest {
   commitConditions?: StorageCondition[];
   /** Writes of other stores that land in the commit transaction (e.g. the end of a borrower's lease), read just before it. */
   commitAlongside?(): Promise<PreparedWrite[]>;
+  /** Only rotate-root's change is of the bind account; every other change refuses to touch it (refuseBindAccount). */
+  rotatesBindAccount?: boolean;
 }
 
 export interface PasswordChangeResult {
@@ -123,12 +126,20 @@ export class UnrecordedPasswordError extends StrongroomError {
 export async function changePasswordWithWal(engine: Pick<LdapEngine, 'storage' | 'connections' | 'locks' | 'clock' | 'ctx'>, req: PasswordChangeRequest): Promise<PasswordChangeResult | undefined> {
   return engine.locks.run(`wal/${req.target}`, async () => {
     const { storage } = engine;
-    const { config, client } = await engine.connections.get();
+    const { config, client, bindAccount } = await engine.connections.get();
+    // Checked at every change, not only where roles and sets are written: an entry found by a new search, a
+    // role created before the config, or a bind account changed since must not make a rotation of it.
+    const bind = req.rotatesBindAccount ? undefined : await bindAccount();
+    const refuseBind = (dn: string): void => {
+      if (bind) refuseBindAccount(bind, { dn }, `dn: "${dn}"`);
+    };
     // An unfinished attempt's password is reused even when the password policy changed since: the
     // directory may already hold it, and replacing the WAL before a new password is recorded could
     // forget the one the directory has. (Vault drops it; the next rotation applies the new policy.)
     let wal = await readWal(storage, req.target);
     const reusedWal = wal !== undefined;
+    const expectedDn = req.account.dn || req.knownDn || wal?.dn;
+    if (expectedDn) refuseBind(expectedDn);
     const conditions = req.prepareConditions ?? [];
     if (!wal) {
       wal = await freshWal(engine, config, req.target);
@@ -139,7 +150,7 @@ export async function changePasswordWithWal(engine: Pick<LdapEngine, 'storage' |
 
     let dn: string;
     try {
-      dn = await applyPassword(client, req, wal);
+      dn = await applyPassword(client, req, wal, refuseBind);
     } catch (err) {
       // The directory refused the value itself (constraint violation, unwilling to perform: quality or
       // history rules) for a password already tried once, so it does not hold it and never will: the
@@ -161,8 +172,8 @@ export async function changePasswordWithWal(engine: Pick<LdapEngine, 'storage' |
   });
 }
 
-/** Writes the WAL's password to the account; returns the DN changed. */
-async function applyPassword(client: LdapClient, req: PasswordChangeRequest, wal: WalEntry): Promise<string> {
+/** Writes the WAL's password to the account; returns the DN changed. `refuse` throws for a DN found by search that may not change. */
+async function applyPassword(client: LdapClient, req: PasswordChangeRequest, wal: WalEntry, refuse: (dn: string) => void): Promise<string> {
   if (req.account.dn) {
     await client.setPassword(req.account.dn, wal.new_password);
     return req.account.dn;
@@ -178,6 +189,7 @@ async function applyPassword(client: LdapClient, req: PasswordChangeRequest, wal
     }
   }
   const { dn } = await client.resolveAccount(req.account);
+  refuse(dn);
   await req.found?.(dn);
   await client.setPassword(dn, wal.new_password);
   return dn;

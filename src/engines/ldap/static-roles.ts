@@ -10,7 +10,7 @@ import type { StorageOp } from '../../core/storage/types.ts';
 import { jsonBytes, type StorageView } from '../../core/storage/view.ts';
 import { dnEquals, isValidDn } from '../../providers/ldap/dn.ts';
 import { LdapProviderError } from '../../providers/ldap/errors.ts';
-import type { AccountIdentity, AccountOwner } from './accounts.ts';
+import { refuseBindAccount, type AccountIdentity, type AccountOwner } from './accounts.ts';
 import { missingConfigError, readConfig, type LdapEngine, type LdapEnginePart } from './config.ts';
 import { UnrecordedPasswordError, changePasswordWithWal, deleteWal, listWalTargets, walKey } from './rotation.ts';
 import { retryDelayMs } from './scheduler.ts';
@@ -167,8 +167,16 @@ async function createRole(engine: LdapEngine, name: string, req: RoleRequest): P
   const skip = req.has('skip_import_rotation') ? req.data.skip_import_rotation === true : config?.skip_static_role_import_rotation ?? false;
   // Only an explicit skip works without a config (nothing touches the directory then).
   if (!config && !skip) throw missingConfigError();
-  // The entry must exist; resolving it also gives the DN the registry claims.
-  const resolvedDn = config ? (await (await engine.connections.get()).client.resolveAccount({ dn: dn || undefined, username })).dn : '';
+  let resolvedDn = '';
+  if (config) {
+    const { client, bindAccount } = await engine.connections.get();
+    // The entry must exist; resolving it also gives the DN the registry claims, spelled as the directory spells it.
+    resolvedDn = (await client.resolveAccount({ dn: dn || undefined, username })).dn;
+    // Without a config there is no bind account yet: the config write and every rotation check it then.
+    const bind = await bindAccount();
+    refuseBindAccount(bind, { dn: resolvedDn }, dn ? `dn: "${dn}"` : `username: "${username}"`);
+    refuseBindAccount(bind, { username }, `username: "${username}"`);
+  }
 
   const now = engine.clock.now();
   const role: StaticRole = {

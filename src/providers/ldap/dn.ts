@@ -43,6 +43,8 @@ export function parseDn(dn: string): Rdn[] {
     const type = dn.slice(i, eq).trim();
     if (!TYPE_RE.test(type)) fail(`bad attribute type "${type}"`);
     i = eq + 1;
+    // Spaces after "=" are not part of the value (directories accept and drop them, as they do before ",").
+    while (dn[i] === ' ') i++;
     let value: string;
     if (dn[i] === '#') {
       // BER-encoded value: kept in its hex form, it has no string representation to unescape.
@@ -93,8 +95,10 @@ export function parseDn(dn: string): Rdn[] {
   return rdns;
 }
 
+const HEX_VALUE = /^#(?:[0-9A-Fa-f]{2})+$/;
+
 function formatValue(value: string): string {
-  return /^#(?:[0-9A-Fa-f]{2})+$/.test(value) ? value : escapeDnValue(value);
+  return HEX_VALUE.test(value) ? value : escapeDnValue(value);
 }
 
 export function formatDn(rdns: readonly Rdn[]): string {
@@ -111,14 +115,41 @@ export function isValidDn(dn: string): boolean {
 }
 
 /**
- * Canonical form for comparing DNs: types and values lower-cased (the naming attributes in use
- * — cn, uid, ou, dc — match case-insensitively), AVAs of a multi-valued RDN sorted, spacing
- * and escaping normalised.
+ * Attribute types a DN may name by a long name or an OID instead of the short name (RFC 4519 and the
+ * COSINE types directories put in DNs); directories resolve them through their schema, so
+ * `2.5.4.3=x` and `commonName=x` name the entry `cn=x`.
+ */
+const TYPE_ALIASES: Record<string, string> = Object.fromEntries(([
+  ['cn', 'commonname', '2.5.4.3'], ['sn', 'surname', '2.5.4.4'], ['serialnumber', '2.5.4.5'], ['c', 'countryname', '2.5.4.6'],
+  ['l', 'localityname', '2.5.4.7'], ['st', 'stateorprovincename', '2.5.4.8'], ['street', 'streetaddress', '2.5.4.9'],
+  ['o', 'organizationname', '2.5.4.10'], ['ou', 'organizationalunitname', '2.5.4.11'], ['title', '2.5.4.12'],
+  ['name', '2.5.4.41'], ['givenname', 'gn', '2.5.4.42'], ['initials', '2.5.4.43'], ['generationqualifier', '2.5.4.44'],
+  ['dnqualifier', '2.5.4.46'], ['dc', 'domaincomponent', '0.9.2342.19200300.100.1.25'], ['uid', 'userid', '0.9.2342.19200300.100.1.1'],
+  ['mail', 'rfc822mailbox', '0.9.2342.19200300.100.1.3'],
+] as string[][]).flatMap(([short, ...aliases]) => [short, ...aliases].map((name) => [name, short!])));
+
+/**
+ * A string value prepared as directories match names (RFC 4518 caseIgnoreMatch, as slapd does it):
+ * compatibility characters folded (NFKC: a full-width "ｅ" is "e"), case ignored (simple mappings: "İ" is
+ * "i", a final "ς" is "σ"), and white space insignificant (any run of it one space, none at either end,
+ * escaped or not).
+ */
+function prepareValue(value: string): string {
+  return value.normalize('NFKC').replace(/\u0130/g, 'i').toLowerCase().replace(/\u03c2/g, '\u03c3').replace(/\s+/gu, ' ').trim();
+}
+
+/**
+ * Canonical form for comparing DNs: attribute types by their short name, string values prepared as
+ * directories match them (prepareValue; the naming attributes in use — cn, uid, ou, dc — match
+ * case-insensitively), BER (#hex) values lower-cased, AVAs of a multi-valued RDN sorted, spacing and
+ * escaping normalised.
  */
 export function normalizeDn(dn: string): string {
   const rdns = parseDn(dn).map((rdn) =>
-    rdn.map((a) => ({ type: a.type.toLowerCase(), value: a.value.toLowerCase() }))
-      .sort((x, y) => (x.type + '=' + x.value < y.type + '=' + y.value ? -1 : 1)));
+    rdn.map((a) => {
+      const type = a.type.toLowerCase();
+      return { type: TYPE_ALIASES[type] ?? type, value: HEX_VALUE.test(a.value) ? a.value.toLowerCase() : prepareValue(a.value) };
+    }).sort((x, y) => (x.type + '=' + x.value < y.type + '=' + y.value ? -1 : 1)));
   return formatDn(rdns);
 }
 
