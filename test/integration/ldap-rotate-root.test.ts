@@ -9,9 +9,9 @@ import { storagePrefix } from '../../src/core/mounts.ts';
 import { StorageView } from '../../src/core/storage/view.ts';
 import { readConfig } from '../../src/engines/ldap/config.ts';
 import { readWal, writeWal } from '../../src/engines/ldap/rotation.ts';
-import { canBind, createIsolatedOu, type IsolatedOu } from '../support/slapd.ts';
+import { canBind, createIsolatedOu, resetPassword, type IsolatedOu } from '../support/slapd.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
-import { configure, cred, ok } from '../support/ldap-engine.ts';
+import { configure, cred, ok, ouConfig } from '../support/ldap-engine.ts';
 import { FaultyStorage } from '../support/faulty-storage.ts';
 
 const facts = inject('slapd');
@@ -164,5 +164,117 @@ describe('rotate-root write-ahead', () => {
     expect(await canBind(facts.url, ou.engine.dn, 'Root-Wal-Password-42')).toBe(true);
     expect(await canBind(facts.url, ou.engine.dn, ou.engine.password)).toBe(false);
     await engineWorks(s2, 'after', 0);
+  });
+});
+
+/**
+ * A rotate-root whose directory change landed but whose record did not (the audit's reproduction of finding 7):
+ * the WAL now holds the only copy of the password the directory has for the bind account.
+ */
+async function unfinishedRotateRoot(s: TestServer, storage: FaultyStorage): Promise<string> {
+  storage.failNext((op) => op.type === 'put' && op.key.endsWith('/config'));
+  expect((await s.request('POST', 'ldap/rotate-root')).status).toBe(500);
+  const wal = (await readWal(mountStorage(s), 'root'))!;
+  expect(await canBind(facts.url, ou.engine.dn, wal.new_password)).toBe(true);
+  expect(await canBind(facts.url, ou.engine.dn, ou.engine.password)).toBe(false);
+  return wal.new_password;
+}
+
+/** The password is still producible: the WAL holds it, the engine binds with it, and rotate-root records it. */
+async function walFinishes(s: TestServer, password: string): Promise<void> {
+  expect((await readWal(mountStorage(s), 'root'))?.new_password).toBe(password);
+  await ok(s, 'POST', 'ldap/rotate-root');
+  expect((await storedConfig(s)).bindpass).toBe(password);
+  expect(await canBind(facts.url, ou.engine.dn, password)).toBe(true);
+}
+
+describe('POST ldap/config during an unfinished rotate-root', () => {
+  let s: TestServer;
+  let storage: FaultyStorage;
+  beforeEach(async () => {
+    storage = new FaultyStorage(new MemoryStorage());
+    s = await server({ storageInstance: storage });
+    await configure(s, facts, ou);
+  });
+
+  it.each<[string, () => Record<string, unknown>]>([
+    ['binddn repeated (the audit\'s reproduction)', () => ({ binddn: ou.engine.dn, url: facts.url })],
+    ['the whole config re-posted, the original bindpass included (IaC)', () => ouConfig(facts, ou)],
+    ['binddn in another spelling of the same DN', () => ({ binddn: ou.engine.dn.toUpperCase().replace(/,/g, ', ') })],
+    ['another field only', () => ({ request_timeout: 7 })],
+  ])('"only a bindpass the operator replaces drops the WAL": %s keeps it, the engine still binds', async (_write, body) => {
+    const password = await unfinishedRotateRoot(s, storage);
+    await ok(s, 'POST', 'ldap/config', body());
+    await engineWorks(s, 'after-write', 0);
+    await walFinishes(s, password);
+  });
+
+  it('"a bindpass the operator supplies supersedes the WAL (they know the directory\'s password)"', async () => {
+    await unfinishedRotateRoot(s, storage);
+    await resetPassword(facts, ou.engine.dn, 'reset-by-the-operator');
+    await ok(s, 'POST', 'ldap/config', { bindpass: 'reset-by-the-operator' });
+    expect(await readWal(mountStorage(s), 'root')).toBeUndefined();
+    await engineWorks(s, 'after-reset', 0);
+  });
+
+  it('"another bind account is refused until rotate-root finished, unless its bindpass comes with it"', async () => {
+    const password = await unfinishedRotateRoot(s, storage);
+    for (const [field, body] of [['binddn', { binddn: facts.engineDn }], ['upndomain', { upndomain: 'example.org' }]] as const) {
+      const r = await s.request('POST', 'ldap/config', { body });
+      expect(r.status, JSON.stringify(r.body)).toBe(400);
+      expect(r.body.errors[0]).toMatch(new RegExp(`^${field}: a rotate-root of the current bind account is unfinished.*ldap/rotate-root`));
+      expect(JSON.stringify(r.body)).not.toContain(password);
+    }
+    expect((await storedConfig(s)).binddn).toBe(ou.engine.dn);
+    expect((await readWal(mountStorage(s), 'root'))?.new_password).toBe(password);
+    // Switching accounts with the new one's password is the operator supplying a known password.
+    await ok(s, 'POST', 'ldap/config', { binddn: facts.engineDn, bindpass: facts.enginePassword });
+    expect(await readWal(mountStorage(s), 'root')).toBeUndefined();
+    await engineWorks(s, 'other-account', 0);
+  });
+});
+
+describe('DELETE ldap/config during an unfinished rotate-root', () => {
+  it('"refused while the WAL may hold the bind account\'s only password; allowed once rotate-root finished"', async () => {
+    const storage = new FaultyStorage(new MemoryStorage());
+    const s = await server({ storageInstance: storage });
+    await configure(s, facts, ou);
+    const password = await unfinishedRotateRoot(s, storage);
+    const r = await s.request('DELETE', 'ldap/config');
+    expect(r.status, JSON.stringify(r.body)).toBe(400);
+    expect(r.body.errors[0]).toMatch(/^cannot delete the configuration while a rotate-root is unfinished.*ldap\/rotate-root/);
+    expect((await s.request('GET', 'ldap/config')).status).toBe(200);
+    await walFinishes(s, password);
+    expect((await s.request('DELETE', 'ldap/config')).status).toBe(204);
+  });
+});
+
+describe('POST ldap/config with other password changes pending', () => {
+  it('"config writes never touch a static role\'s or a library check-in\'s WAL": both finish with their password', async () => {
+    const storage = new FaultyStorage(new MemoryStorage());
+    const s = await server({ storageInstance: storage });
+    await configure(s, facts, ou);
+    const view = mountStorage(s);
+    await ok(s, 'POST', 'ldap/static-role/app', { username: ou.users[0]!.name, rotation_period: '1h' });
+    // Each commit fails after the directory took the password: the one that records it and removes its WAL.
+    storage.failNext((op) => op.type === 'delete' && op.key.endsWith('/wal/static-role/app'));
+    expect((await s.request('POST', 'ldap/rotate-role/app')).status).toBe(500);
+    await ok(s, 'POST', 'ldap/library/team', { service_account_names: [ou.users[1]!.name] });
+    await ok(s, 'POST', 'ldap/library/team/check-out');
+    storage.failNext((op) => op.type === 'delete' && op.key.endsWith(`/wal/library/${ou.users[1]!.name}`));
+    expect((await s.request('POST', 'ldap/library/team/check-in')).status).toBe(500);
+    const [roleWal, loanWal] = [(await readWal(view, 'static-role/app'))!, (await readWal(view, `library/${ou.users[1]!.name}`))!];
+
+    await ok(s, 'POST', 'ldap/config', { binddn: ou.engine.dn });
+    await resetPassword(facts, ou.engine.dn, 'reset-by-the-operator');
+    await ok(s, 'POST', 'ldap/config', { bindpass: 'reset-by-the-operator' });
+    expect((await readWal(view, 'static-role/app'))?.new_password).toBe(roleWal.new_password);
+    expect((await readWal(view, `library/${ou.users[1]!.name}`))?.new_password).toBe(loanWal.new_password);
+
+    await ok(s, 'POST', 'ldap/rotate-role/app');
+    expect((await cred(s, 'app')).password).toBe(roleWal.new_password);
+    expect(await canBind(facts.url, ou.users[0]!.dn, roleWal.new_password)).toBe(true);
+    await ok(s, 'POST', 'ldap/library/manage/team/check-in');
+    expect(await canBind(facts.url, ou.users[1]!.dn, loanWal.new_password)).toBe(true);
   });
 });

@@ -425,3 +425,8 @@ export async function readEntry(facts: SlapdFacts, dn: string): Promise<Record<s
     }
   });
 }
+
+/** Sets an entry's password as the rootdn, as an operator resetting it by hand would (test set-up only). */
+export async function resetPassword(facts: Pick<SlapdFacts, 'url' | 'rootDn' | 'rootPassword'>, dn: string, password: string): Promise<void> {
+  await asRoot(facts, (c) => c.modify(dn, new Change({ operation: 'replace', modification: new Attribute({ type: 'userPassword', values: [password] }) })));
+}

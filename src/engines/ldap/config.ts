@@ -5,7 +5,7 @@
 import { X509Certificate, createPrivateKey } from 'node:crypto';
 import { z } from 'zod';
 import type { Clock } from '../../core/clock.ts';
-import { BadRequestError } from '../../core/errors.ts';
+import { BadRequestError, ConflictError } from '../../core/errors.ts';
 import { field } from '../../core/fields.ts';
 import { definePath, type BackendContext, type PathDefinition, type SecretType } from '../../core/framework.ts';
 import { randomBase62 } from '../../core/ids.ts';
@@ -13,7 +13,7 @@ import type { KeyedLock } from '../../core/keyed-lock.ts';
 import type { StorageOp } from '../../core/storage/types.ts';
 import { jsonBytes, type StorageView } from '../../core/storage/view.ts';
 import type { LdapClient, LdapConnectionConfig, TlsVersionName } from '../../providers/ldap/client.ts';
-import { isValidDn } from '../../providers/ldap/dn.ts';
+import { dnEquals, isValidDn } from '../../providers/ldap/dn.ts';
 import { LdapProviderError } from '../../providers/ldap/errors.ts';
 import { isValidAttributeName } from '../../providers/ldap/filter.ts';
 import { parseUrlList } from '../../providers/ldap/ldapts-client.ts';
@@ -183,6 +183,12 @@ export function configuredBindAccount(config: Pick<LdapConfig, 'binddn' | 'upndo
   if (!config.upndomain) return { dn: config.binddn };
   const userattr = config.userattr || defaultUserAttr(config.schema);
   return userattr.toLowerCase() === 'userprincipalname' ? { username: `${config.binddn}@${config.upndomain}` } : {};
+}
+
+/** Whether two (valid) configs bind as the same account: the DN compared as a DN, or the same UPN. */
+function sameBindAccount(a: LdapConfig, b: LdapConfig): boolean {
+  if (a.upndomain || b.upndomain) return `${a.binddn}@${a.upndomain}`.toLowerCase() === `${b.binddn}@${b.upndomain}`.toLowerCase();
+  return dnEquals(a.binddn, b.binddn);
 }
 
 /** What the engine works with: the config (shared: never mutate it), a client for it, and who it binds as. */
@@ -413,13 +419,22 @@ export function configPart(engine: LdapEngine): LdapEnginePart {
   const write = (sent: Partial<Record<ConfigFieldName, unknown>>) => engine.locks.run(CONFIG_KEY, async () => {
     const existing = await readConfig(storage);
     const next = mergeConfig(existing, sent);
-    // A new bind identity or password ends any rotate-root grace: the previous password belongs to the old setup.
-    if (existing && ('binddn' in sent || 'bindpass' in sent) && (next.binddn !== existing.binddn || next.bindpass !== existing.bindpass)) {
-      next.last_bind_password = '';
-    }
     validateConfig(next);
+    // Values, not the keys sent: an operator or IaC re-posting the same binddn or bindpass changes nothing.
+    const newPassword = existing !== undefined && next.bindpass !== existing.bindpass;
+    const newAccount = existing !== undefined && !sameBindAccount(next, existing);
+    // A new bind account or password ends any rotate-root grace: the previous password belongs to the old setup.
+    if (newPassword || newAccount) next.last_bind_password = '';
     // Builds (without connecting) a client, so anything the provider refuses is a 400 now, not at first use.
     engine.options.createClient(toConnectionConfig(next));
+    // An unfinished rotate-root's WAL may hold the only password the directory accepts for the bind account.
+    // A bindpass the operator supplies supersedes it (they know the directory's password); a new account
+    // without one would leave the WAL's password to be tried on, and finished against, the wrong entry.
+    const walRaw = await storage.get(ROOT_WAL_KEY);
+    if (walRaw && newAccount && !newPassword) {
+      throw new BadRequestError(`${next.upndomain !== existing!.upndomain ? 'upndomain' : 'binddn'}: a rotate-root of the current bind account is unfinished and ` +
+        'its new password may be the only one the directory accepts; finish it with ldap/rotate-root, or send the bindpass of the new account with this change');
+    }
     // The engine never manages itself, seen from this side: no role or set may already manage the new bind account.
     const bind = configuredBindAccount(next);
     if (!existing || accountKeys(bind).join() !== accountKeys(configuredBindAccount(existing)).join()) {
@@ -429,8 +444,10 @@ export function configPart(engine: LdapEngine): LdapEnginePart {
           'the engine never manages its own bind account, so take it out of there first');
       }
     }
-    if (existing && ('binddn' in sent || 'bindpass' in sent)) await storage.delete(ROOT_WAL_KEY);
-    await writeConfig(storage, next);
+    const ops = [putConfigOp(next), ...(walRaw && newPassword ? [{ type: 'delete', key: ROOT_WAL_KEY } as const] : [])];
+    if (!(await storage.transaction(ops, [{ key: ROOT_WAL_KEY, expected: walRaw }]))) {
+      throw new ConflictError('a rotate-root changed the bind password meanwhile; retry the request');
+    }
   });
 
   return {
@@ -461,7 +478,11 @@ export function configPart(engine: LdapEngine): LdapEnginePart {
             if (blocking.length) {
               throw new BadRequestError(`cannot delete the configuration while ${blocking.join(' and ')} use it; ${[...remedies].join(' or ')} them first`);
             }
-            await storage.transaction([{ type: 'delete', key: CONFIG_KEY }, { type: 'delete', key: ROOT_WAL_KEY }]);
+            // Never with an unfinished rotate-root: its WAL may hold the bind account's only password.
+            if (!(await storage.transaction([{ type: 'delete', key: CONFIG_KEY }], [{ key: ROOT_WAL_KEY, expected: undefined }]))) {
+              throw new BadRequestError('cannot delete the configuration while a rotate-root is unfinished: its new password may be the only one the ' +
+                'directory accepts for the bind account; finish it with ldap/rotate-root, or write the bind password you know to ldap/config, first');
+            }
             await engine.connections.close();
           }),
         },
