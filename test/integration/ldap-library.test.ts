@@ -5,10 +5,12 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, inject, it, onTestFinished, vi } from 'vitest';
 import { FakeClock } from '../../src/core/clock.ts';
 import { MemoryStorage } from '../../src/core/storage/memory.ts';
+import { storagePrefix } from '../../src/core/mounts.ts';
 import { StorageView } from '../../src/core/storage/view.ts';
 import { issueToken } from '../../src/core/token-issue.ts';
 import { CHECKOUT_SECRET_TYPE } from '../../src/engines/ldap/library-checkout.ts';
-import { canBind, createIsolatedOu, type IsolatedOu } from '../support/slapd.ts';
+import { readAccount } from '../../src/engines/ldap/library-store.ts';
+import { canBind, createIsolatedOu, resetPassword, type IsolatedOu } from '../support/slapd.ts';
 import { startTestServer, type TestServer, type TestServerOptions } from '../support/server.ts';
 import { configure, ok } from '../support/ldap-engine.ts';
 import { freePort } from '../support/ports.ts';
@@ -34,6 +36,8 @@ afterEach(async () => {
 });
 
 const dnOf = (name: string) => ou.serviceAccounts.find((a) => a.name === name)!.dn;
+/** The mount's storage as the engine sees it (through the barrier). */
+const mountStorage = () => new StorageView(s.core.barrier, storagePrefix(s.core.mounts.get('ldap/')!));
 const binds = (name: string, password: string) => canBind(facts.url, dnOf(name), password);
 
 async function setUp(sets: Record<string, Record<string, unknown>> = { team: { service_account_names: ['svc0', 'svc1'] } }, opts: TestServerOptions = {}): Promise<void> {
@@ -192,6 +196,34 @@ describe('ldap/library/:set_name', () => {
     expect((await checkIn('team', 'root', ['svc0'], true)).status).toBe(200);
     await ok(s, 'POST', 'ldap/library/team', { service_account_names: ['svc2'] });
     await ok(s, 'DELETE', 'ldap/library/team');
+  });
+
+  it('"members are one account whatever their case: a case-only rename (svc1 → SVC1) keeps it lendable with its password, registered once"', async () => {
+    await setUp();
+    const before = (await readAccount(mountStorage(), 'svc1'))!.state.password;
+    await ok(s, 'POST', 'ldap/library/team', { service_account_names: ['svc0', 'SVC1'] });
+    expect(await status('team')).toEqual({ svc0: { available: true }, SVC1: { available: true } });
+    await checkedOut('team');
+    const renamed = await checkedOut('team');
+    expect(renamed.name).toBe('SVC1');
+    expect(renamed.password).toBe(before);
+    expect(await binds('svc1', renamed.password)).toBe(true);
+    // One record, one claim: the account is still the set's, under any spelling.
+    expect(await mountStorage().list('library-account/')).toEqual(['svc0', 'svc1']);
+    const clash = await s.request('POST', 'ldap/static-role/app', { body: { username: 'Svc1', rotation_period: '1h' } });
+    expect(clash.body.errors[0]).toContain('(library set "team")');
+    expect((await checkIn('team', 'root', ['svc1'])).body.data).toEqual({ check_ins: ['SVC1'] });
+    expect(await binds('svc1', renamed.password)).toBe(false);
+  });
+
+  it('"after a case-only rename, deleting the set frees the account for another set and for a static role"', async () => {
+    await setUp({ team: { service_account_names: ['svc1'] } });
+    await ok(s, 'POST', 'ldap/library/team', { service_account_names: ['SVC1'] });
+    await ok(s, 'DELETE', 'ldap/library/team');
+    expect(await mountStorage().list('library-account/')).toEqual([]);
+    await ok(s, 'POST', 'ldap/library/other', { service_account_names: ['svc1'] });
+    await ok(s, 'DELETE', 'ldap/library/other');
+    await ok(s, 'POST', 'ldap/static-role/app', { username: 'svc1', rotation_period: '1h' });
   });
 
   it('"the config cannot be deleted while sets use it"', async () => {
@@ -529,6 +561,36 @@ describe('library check-out leases', () => {
     expect(await binds(second.name, second.password)).toBe(false);
     const next = await checkedOut('team');
     expect(await binds(next.name, next.password)).toBe(true);
+  });
+});
+
+describe('library accounts stored by an earlier version', () => {
+  it('"records and WALs keyed by a mixed-case name move to the lower-cased name at start-up: an interrupted check-in finishes with the WAL password"', async () => {
+    const store = await setUpOnSqlite({ team: { service_account_names: ['SVC1', 'svc2'] } });
+    const loan = await checkedOut('team');
+    expect(loan.name).toBe('SVC1');
+    // What an earlier version left when the directory took a check-in's password and the commit did not land:
+    // the claimed record and the WAL under the name as the set spells it.
+    const view = mountStorage();
+    const lent = JSON.parse((await view.get('library-account/svc1'))!.toString('utf8'));
+    await view.transaction([
+      { type: 'delete', key: 'library-account/svc1' },
+      { type: 'put', key: 'library-account/SVC1', value: Buffer.from(JSON.stringify({ ...lent, state: 'returning' })) },
+      { type: 'put', key: 'wal/library/SVC1', value: Buffer.from(JSON.stringify({ id: 'old', target: 'library/SVC1', new_password: 'Legacy-Wal-Password-1', password_source: 'length:64', created: Date.now() })) },
+      // And a legacy key whose lower-cased key is taken: it stays where it is.
+      { type: 'put', key: 'library-account/Svc2', value: (await view.get('library-account/svc2'))! },
+    ]);
+    await resetPassword(facts, dnOf('svc1'), 'Legacy-Wal-Password-1');
+
+    await store.restart();
+    await expect.poll(async () => (await status('team')).SVC1, { timeout: 5000 }).toEqual({ available: true });
+    expect(await mountStorage().list('library-account/')).toEqual(['Svc2', 'svc1', 'svc2']);
+    expect(await mountStorage().list('wal/library/')).toEqual([]);
+    expect(await binds('svc1', loan.password)).toBe(false);
+    const again = await checkedOut('team');
+    expect(again).toMatchObject({ name: 'SVC1', password: 'Legacy-Wal-Password-1' });
+    expect(await binds('svc1', again.password)).toBe(true);
+    expect(await binds('svc2', (await checkedOut('team')).password)).toBe(true);
   });
 });
 

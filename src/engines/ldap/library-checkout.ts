@@ -15,10 +15,10 @@ import { definePath, type BackendRequest, type CallerInfo, type LeaseView, type 
 import type { PreparedWrite } from '../../core/storage/view.ts';
 import type { LdapEngine, LdapEnginePart } from './config.ts';
 import {
-  SET_NAME, listAccountNames, putAccountOp, readAccount, readLibrarySet, returningClaim, swapAccount, unchangedAccount,
+  ACCOUNT_PREFIX, SET_NAME, accountSegment, listAccountNames, putAccountOp, readAccount, readLibrarySet, returningClaim, swapAccount, unchangedAccount,
   type AccountState, type Borrower, type LentAccount, type LibrarySet,
 } from './library-store.ts';
-import { changePasswordWithWal } from './rotation.ts';
+import { changePasswordWithWal, walKey } from './rotation.ts';
 
 export const CHECKOUT_SECRET_TYPE = 'ldap_library_checkout';
 
@@ -28,7 +28,7 @@ type Engine = Pick<LdapEngine, 'ctx' | 'storage' | 'clock' | 'connections' | 'lo
 export const setName = (req: Pick<BackendRequest, 'params'>): string => req.params.name!.toLowerCase();
 
 /** The WAL target of an account's password (one per account, whichever set it is in). */
-export const accountWalTarget = (account: string): string => `library/${encodeURIComponent(account)}`;
+export const accountWalTarget = (account: string): string => `library/${accountSegment(account)}`;
 
 /**
  * Seconds a check-out lasts. The set's ttl caps any request; 0 (asked for, or the set's default) means
@@ -60,7 +60,7 @@ export async function enrollAccount(engine: Engine, name: string, dn: string): P
  */
 export async function checkInAccount(engine: Engine, name: string, accept: (account: LentAccount) => boolean): Promise<boolean> {
   // In-process serialisation of one account's check-ins; the claim below is what guards across servers.
-  return engine.locks.run(`library-account/${name}`, async () => {
+  return engine.locks.run(ACCOUNT_PREFIX + accountSegment(name), async () => {
     const snapshot = await readAccount(engine.storage, name);
     if (!snapshot || snapshot.state.state === 'available' || !accept(snapshot.state)) return false;
     const account = snapshot.state;
@@ -83,6 +83,27 @@ export async function checkInAccount(engine: Engine, name: string, accept: (acco
     });
     return changed !== undefined;
   });
+}
+
+/**
+ * Earlier versions keyed an account's record and its WAL by the name as its set spelled it ("SVC1"), so a
+ * case-only rename orphaned both. At start-up, before anything reads them, each such entry moves to its
+ * canonical key in one compare-and-set (its bytes still there, the canonical key still free). When the
+ * canonical key is taken the entry stays where it is, so no password is dropped, and a warning names it.
+ */
+async function moveLegacyAccountKeys(engine: Engine): Promise<void> {
+  const { storage } = engine;
+  for (const prefix of [ACCOUNT_PREFIX, walKey(accountWalTarget(''))]) {
+    for (const segment of await storage.list(prefix)) {
+      const canonical = accountSegment(decodeURIComponent(segment));
+      if (segment === canonical) continue;
+      const [from, to] = [prefix + segment, prefix + canonical];
+      const raw = await storage.get(from);
+      if (raw === undefined) continue;
+      const moved = await storage.transaction([{ type: 'put', key: to, value: raw }, { type: 'delete', key: from }], [{ key: from, expected: raw }, { key: to, expected: undefined }]);
+      if (!moved) engine.ctx.logger.warn({ key: from }, 'a library account entry stored under a mixed-case name was left in place: its lower-cased key is taken');
+    }
+  }
 }
 
 /**
@@ -290,6 +311,8 @@ export function libraryCheckoutPart(engine: Engine): LdapEnginePart {
     ],
     secrets: [secret],
     async initialize() {
+      // Storage only, and awaited: everything after it, the resumed check-ins included, finds canonical keys.
+      await moveLegacyAccountKeys(engine);
       // In the background: an unreachable directory must not hold up start-up.
       void resumeCheckIns(engine, engine.clock.now()).catch((err: unknown) => engine.ctx.logger.warn({ err: { message: (err as Error).message } }, 'resuming check-ins failed'));
     },

@@ -55,9 +55,17 @@ export interface AccountSnapshot {
 }
 
 const setKey = (name: string) => `library/${name}`;
-const ACCOUNT_PREFIX = 'library-account/';
-/** Account names may hold any character (`/` included); encoding keeps one flat key per account. */
-const accountKey = (name: string) => `${ACCOUNT_PREFIX}${encodeURIComponent(name)}`;
+export const ACCOUNT_PREFIX = 'library-account/';
+
+/**
+ * One account, whatever the case a set spells it in: directories match names case-insensitively and sets
+ * compare members so, and the registry claims the lower-cased name. Every key derived from an account name
+ * (its record, its WAL, its lock) goes through this, so a case-only rename finds what the old spelling stored.
+ */
+export const canonicalAccount = (name: string): string => name.toLowerCase();
+/** An account's key segment: canonical, and encoded because names may hold any character (`/` included). */
+export const accountSegment = (name: string): string => encodeURIComponent(canonicalAccount(name));
+const accountKey = (name: string) => ACCOUNT_PREFIX + accountSegment(name);
 
 export async function readLibrarySet(storage: StorageView, name: string): Promise<LibrarySet | undefined> {
   return storage.getJson(setKey(name), (raw) => librarySetSchema.parse(raw));
