@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, readFileSync, writeFileSync, mkdirSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
@@ -8,6 +8,7 @@ import { identityBackend } from './builtin/identity/index.ts';
 import { tokenBackend } from './builtin/token/index.ts';
 import { systemClock, type Clock } from './core/clock.ts';
 import { Core, type BackendRegistry } from './core/core.ts';
+import { PRIVATE_FILE_MODE, privateDir, privateFiles } from './core/storage/file-modes.ts';
 import { MemoryStorage } from './core/storage/memory.ts';
 import { SqliteStorage } from './core/storage/sqlite.ts';
 import type { Storage } from './core/storage/types.ts';
@@ -56,11 +57,13 @@ export function resolveUnsealKey(settings: Settings, logger: Logger): Buffer {
   const url = storageUrl(settings);
   if (!url.startsWith('sqlite:')) return randomBytes(32);
   const file = join(dirname(url.slice('sqlite:'.length)), 'unseal.key');
-  if (existsSync(file)) return decode(readFileSync(file, 'utf8'), file);
-  mkdirSync(dirname(file), { recursive: true });
+  privateDir(dirname(file));
+  if (existsSync(file)) {
+    privateFiles(file);
+    return decode(readFileSync(file, 'utf8'), file);
+  }
   const key = randomBytes(32);
-  writeFileSync(file, `${key.toString('base64')}\n`, { mode: 0o600 });
-  chmodSync(file, 0o600);
+  writeFileSync(file, `${key.toString('base64')}\n`, { mode: PRIVATE_FILE_MODE, flag: 'wx' });
   logger.warn({ file }, '!!! No unseal key was given: one was generated into this file. Back it up and keep it apart from the data; set STRONGROOM_UNSEAL_KEY_FILE in production. !!!');
   return key;
 }

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -87,5 +87,29 @@ describe('SQLite storage across restarts', () => {
     expect(bytes.includes(token)).toBe(false);
     expect(bytes.includes(token.slice(4))).toBe(false);
     expect(bytes.includes('still here')).toBe(false);
+  });
+});
+
+describe('SQLite files at rest', () => {
+  const modes = (dir: string) => Object.fromEntries([['.', dir], ...readdirSync(dir).map((f) => [f, join(dir, f)])].map(([name, path]) => [name, statSync(path).mode & 0o7777]));
+
+  it('"the data directory is 0700 and every file in it 0600, on a fresh start and again after someone loosened them"', async () => {
+    const dir = join(freshDir(), 'data');
+    // No unseal key given: the server generates unseal.key beside the database.
+    const settings = { STRONGROOM_STORAGE: `sqlite:${join(dir, 'strongroom.db')}`, STRONGROOM_UNSEAL_KEY: '' };
+    const first = await startTestServer({ storage: 'sqlite', dataDir: dir, backends, env: settings });
+    open.push(first);
+    await first.request('POST', 'sys/mounts/kept', { body: { type: 'test' } });
+    const tight = { '.': 0o700, 'strongroom.db': 0o600, 'strongroom.db-wal': 0o600, 'strongroom.db-shm': 0o600, 'unseal.key': 0o600 };
+    expect(modes(dir)).toEqual(tight);
+    for (const f of readdirSync(dir)) chmodSync(join(dir, f), 0o644);
+    chmodSync(dir, 0o755);
+    await first.close();
+    open.pop();
+
+    const second = await startTestServer({ storage: 'sqlite', dataDir: dir, backends, env: settings });
+    open.push(second);
+    expect((await second.request('GET', 'sys/mounts')).body.data['kept/'].type).toBe('test');
+    expect(modes(dir)).toEqual(tight);
   });
 });

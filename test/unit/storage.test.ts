@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
@@ -118,5 +118,47 @@ describe('SqliteStorage durability and group commit', () => {
     expect((await again.get('counter'))?.toString()).toBe('40');
     expect(await again.list('log/')).toHaveLength(40);
     await again.close();
+  });
+});
+
+describe('SqliteStorage files at rest', () => {
+  const mode = (path: string) => statSync(path).mode & 0o7777;
+
+  it.each([['022', 0o022], ['000', 0o000]])('"a fresh store makes its directory 0700 and the database, -wal and -shm 0600" (umask %s)', async (_name, umask) => {
+    const path = join(sqlitePath(), '..', 'made', 'here', 'db.sqlite');
+    const previous = process.umask(umask);
+    try {
+      const s = new SqliteStorage(path);
+      await s.put('k', b('v'));
+      expect([mode(join(path, '..')), mode(path), mode(`${path}-wal`), mode(`${path}-shm`)]).toEqual([0o700, 0o600, 0o600, 0o600]);
+      await s.close();
+    } finally {
+      process.umask(previous);
+    }
+  });
+
+  it('"files an earlier run left readable (database, -wal, -shm 0644, directory 0755) are tightened at the next open"', async () => {
+    const path = sqlitePath();
+    await new SqliteStorage(path).close();
+    chmodSync(path, 0o644);
+    // A connection that stays open keeps -wal and -shm on disk, as a crashed run leaves them; they take the main file's mode.
+    const leftover = new DatabaseSync(path);
+    leftover.exec('PRAGMA journal_mode=WAL; INSERT INTO kv (key, value) VALUES (\'x\', x\'00\')');
+    chmodSync(join(path, '..'), 0o755);
+    expect([mode(`${path}-wal`), mode(`${path}-shm`)]).toEqual([0o644, 0o644]);
+    const s = new SqliteStorage(path);
+    expect([mode(join(path, '..')), mode(path), mode(`${path}-wal`), mode(`${path}-shm`)]).toEqual([0o700, 0o600, 0o600, 0o600]);
+    expect((await s.get('x'))?.length).toBe(1);
+    await s.close();
+    leftover.close();
+  });
+
+  it('"a shared sticky directory (like /tmp) keeps its mode; the files in it are 0600 all the same"', async () => {
+    const path = sqlitePath();
+    chmodSync(join(path, '..'), 0o1777);
+    const s = new SqliteStorage(path);
+    await s.put('k', b('v'));
+    expect([mode(join(path, '..')), mode(path), mode(`${path}-wal`), mode(`${path}-shm`)]).toEqual([0o1777, 0o600, 0o600, 0o600]);
+    await s.close();
   });
 });

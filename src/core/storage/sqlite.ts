@@ -1,8 +1,9 @@
 import { DatabaseSync, type StatementSync } from 'node:sqlite';
-import { mkdirSync } from 'node:fs';
+import { closeSync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { setBounded } from '../bounded-map.ts';
+import { PRIVATE_FILE_MODE, privateDir, privateFiles } from './file-modes.ts';
 import type { WireSlice, WriterReply, WriterRequest } from './sqlite-writer.ts';
 import { directChildren, type Storage, type StorageCondition, type StorageOp } from './types.ts';
 
@@ -49,7 +50,12 @@ export class SqliteStorage implements Storage {
   #scheduled = false;
 
   constructor(path: string) {
-    mkdirSync(dirname(path), { recursive: true });
+    privateDir(dirname(path));
+    // SQLite gives the -wal and -shm files it creates the main file's mode, so the main file is made owner-only
+    // before SQLite opens it; files an earlier run left (made under another umask or by an older version) are
+    // tightened on every start.
+    closeSync(openSync(path, 'a', PRIVATE_FILE_MODE));
+    privateFiles(path, `${path}-wal`, `${path}-shm`);
     this.#db = new DatabaseSync(path);
     this.#db.exec('PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA busy_timeout=5000;');
     // A rowid table: values are barrier ciphertexts of hundreds of bytes, and a WITHOUT ROWID table stores them
