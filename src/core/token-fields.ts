@@ -12,13 +12,39 @@ import { refuseReservedPolicies } from './policy/reserved.ts';
 
 export const tokenFields = {
   token_policies: field.commaList('Policies attached to tokens issued with this role.'),
-  policies: field.commaList('Deprecated alias of token_policies; token_policies wins when both are sent.'),
   token_ttl: field.duration('Initial TTL of issued tokens (0: the mount default).'),
   token_max_ttl: field.duration('Maximum lifetime of issued tokens (0: the mount maximum).'),
   token_period: field.duration('Makes tokens periodic: each renewal resets the TTL to this period.'),
   token_num_uses: field.int('Maximum number of uses of an issued token (0: unlimited).'),
   token_no_default_policy: field.bool('Do not add the "default" policy to issued tokens.'),
   token_bound_cidrs: field.commaList('CIDR blocks allowed to log in with this role and to use its tokens.'),
+};
+
+/**
+ * The role field names auth methods had before tokenutil, and the token_* field each is upgraded into. Vault
+ * still accepts them (hvac 0.11's auth.azure.create_role sends only these), so an auth method's role path
+ * declares `legacyTokenFields` beside `tokenFields`.
+ */
+export const LEGACY_TOKEN_FIELDS = {
+  policies: 'token_policies',
+  ttl: 'token_ttl',
+  max_ttl: 'token_max_ttl',
+  period: 'token_period',
+  num_uses: 'token_num_uses',
+  bound_cidrs: 'token_bound_cidrs',
+} as const;
+type LegacyName = keyof typeof LEGACY_TOKEN_FIELDS;
+const LEGACY_NAMES = Object.keys(LEGACY_TOKEN_FIELDS) as LegacyName[];
+
+const deprecated = (name: LegacyName) => `Deprecated alias of ${LEGACY_TOKEN_FIELDS[name]}; ${LEGACY_TOKEN_FIELDS[name]} wins when both are sent.`;
+
+export const legacyTokenFields = {
+  policies: field.commaList(deprecated('policies')),
+  ttl: field.duration(deprecated('ttl')),
+  max_ttl: field.duration(deprecated('max_ttl')),
+  period: field.duration(deprecated('period')),
+  num_uses: field.int(deprecated('num_uses')),
+  bound_cidrs: field.commaList(deprecated('bound_cidrs')),
 };
 
 export const tokenSettingsSchema = z.object({
@@ -29,43 +55,68 @@ export const tokenSettingsSchema = z.object({
   token_num_uses: z.number().int().nonnegative(),
   token_no_default_policy: z.boolean(),
   token_bound_cidrs: z.array(z.string()),
+  /**
+   * The deprecated names whose value the token_* twin holds (written under the old name and not since under
+   * the new one). Vault keeps such a value in both fields and its read shows the old name too; older clients
+   * read it back there. Roles stored before aliases were tracked have none.
+   */
+  legacy_names: z.array(z.enum(LEGACY_NAMES)).default([]),
 });
 
 export type TokenSettings = z.infer<typeof tokenSettingsSchema>;
 
 export const DEFAULT_TOKEN_SETTINGS: TokenSettings = {
-  token_policies: [], token_ttl: 0, token_max_ttl: 0, token_period: 0, token_num_uses: 0, token_no_default_policy: false, token_bound_cidrs: [],
+  token_policies: [], token_ttl: 0, token_max_ttl: 0, token_period: 0, token_num_uses: 0, token_no_default_policy: false, token_bound_cidrs: [], legacy_names: [],
 };
 
-type TokenFieldValues = { [K in keyof typeof tokenFields]?: unknown };
+type TokenFieldName = keyof typeof tokenFields | LegacyName;
+type TokenFieldValues = { [K in TokenFieldName]?: unknown };
 
 /**
- * Applies the sent token fields over `current` (partial update); policies/token_policies as in Vault.
- * A reserved policy is refused in either field, also in the legacy one that token_policies overrides:
- * the request asked for it, and the 400 names the field that did.
+ * Applies the sent token fields over `current` (partial update), deprecated names upgraded as Vault's
+ * tokenutil.UpgradeValue does: a token_* field sent wins over its old name and clears it; the old name alone
+ * sets the token_* field. A reserved policy is refused in either policies field, also in the legacy one that
+ * token_policies overrides: the request asked for it, and the 400 names the field that did.
  */
-export function mergeTokenSettings(current: TokenSettings, data: TokenFieldValues, has: (name: keyof typeof tokenFields) => boolean): TokenSettings {
+export function mergeTokenSettings(current: TokenSettings, data: TokenFieldValues, has: (name: TokenFieldName) => boolean): TokenSettings {
   for (const name of ['token_policies', 'policies'] as const) if (has(name)) refuseReservedPolicies(name, data[name] as string[]);
-  const next = { ...current };
-  if (has('token_policies')) next.token_policies = data.token_policies as string[];
-  else if (has('policies')) next.token_policies = data.policies as string[];
-  next.token_policies = [...new Set(next.token_policies.map((p) => p.trim().toLowerCase()).filter(Boolean))];
-  for (const name of ['token_ttl', 'token_max_ttl', 'token_period', 'token_num_uses', 'token_no_default_policy', 'token_bound_cidrs'] as const) {
-    if (has(name)) (next as Record<string, unknown>)[name] = data[name];
+  const next: TokenSettings = { ...current };
+  const set = (name: keyof TokenSettings, value: unknown) => { (next as Record<string, unknown>)[name] = value; };
+  const legacy = new Set(current.legacy_names);
+  for (const old of LEGACY_NAMES) {
+    const name = LEGACY_TOKEN_FIELDS[old];
+    if (has(name)) {
+      set(name, data[name]);
+      legacy.delete(old);
+    } else if (has(old)) {
+      set(name, data[old]);
+      legacy.add(old);
+    }
   }
+  if (has('token_no_default_policy')) set('token_no_default_policy', data.token_no_default_policy);
+  next.token_policies = [...new Set(next.token_policies.map((p) => p.trim().toLowerCase()).filter(Boolean))];
   next.token_bound_cidrs = next.token_bound_cidrs.filter((c) => c !== '');
+  next.legacy_names = LEGACY_NAMES.filter((n) => legacy.has(n));
   return next;
+}
+
+/** The name a token_* value was written under, so an error names the field the client sent. */
+function sentAs(s: TokenSettings, name: (typeof LEGACY_TOKEN_FIELDS)[LegacyName]): string {
+  return s.legacy_names.find((old) => LEGACY_TOKEN_FIELDS[old] === name) ?? name;
 }
 
 /** Write-time rules; `mountMaxTtl` is the mount's effective maximum in seconds. */
 export function validateTokenSettings(s: TokenSettings, mountMaxTtl: number): void {
-  if (s.token_num_uses < 0) throw new BadRequestError(`invalid value for field "token_num_uses": 'token_num_uses' cannot be negative`);
-  if (s.token_max_ttl > 0 && s.token_ttl > s.token_max_ttl) throw new BadRequestError(`invalid value for field "token_ttl": 'token_ttl' cannot be greater than 'token_max_ttl'`);
+  const named = (name: Parameters<typeof sentAs>[1]) => sentAs(s, name);
+  if (s.token_num_uses < 0) throw new BadRequestError(`invalid value for field "${named('token_num_uses')}": '${named('token_num_uses')}' cannot be negative`);
+  if (s.token_max_ttl > 0 && s.token_ttl > s.token_max_ttl) {
+    throw new BadRequestError(`invalid value for field "${named('token_ttl')}": '${named('token_ttl')}' cannot be greater than '${named('token_max_ttl')}'`);
+  }
   if (s.token_period > 0 && mountMaxTtl > 0 && s.token_period > mountMaxTtl) {
-    throw new BadRequestError(`invalid value for field "token_period": token period of ${s.token_period}s is greater than the backend's maximum lease TTL of ${mountMaxTtl}s`);
+    throw new BadRequestError(`invalid value for field "${named('token_period')}": token period of ${s.token_period}s is greater than the backend's maximum lease TTL of ${mountMaxTtl}s`);
   }
   for (const cidr of s.token_bound_cidrs) {
-    if (!parseCidr(cidr)) throw new BadRequestError(`invalid value for field "token_bound_cidrs": "${cidr}" is not an IP address or CIDR block`);
+    if (!parseCidr(cidr)) throw new BadRequestError(`invalid value for field "${named('token_bound_cidrs')}": "${cidr}" is not an IP address or CIDR block`);
   }
 }
 
@@ -95,9 +146,18 @@ export function grantsSamePolicies(s: TokenSettings, tokenPolicies: readonly str
   return now.length === held.size && now.every((p) => held.has(p));
 }
 
-/** A role's read view: everything stored, plus the legacy `policies` name older clients read. */
-export function tokenSettingsView(s: TokenSettings): Record<string, unknown> {
-  return { ...s, policies: s.token_policies };
+/**
+ * A role's read view: everything stored, and, as Vault's read does, each deprecated name the role's value was
+ * written under, with that value, when it is set.
+ */
+export function tokenSettingsView<S extends TokenSettings>(s: S): Record<string, unknown> {
+  const { legacy_names: legacy, ...view } = s;
+  const out: Record<string, unknown> = view;
+  for (const old of legacy) {
+    const value = s[LEGACY_TOKEN_FIELDS[old]];
+    if (Array.isArray(value) ? value.length > 0 : value) out[old] = value;
+  }
+  return out;
 }
 
 /** The token part of a login answer. */

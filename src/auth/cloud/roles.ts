@@ -4,7 +4,7 @@ import { definePath, type PathDefinition, type SystemView, lowerName } from '../
 import { KeyedLock } from '../../core/keyed-lock.ts';
 import type { StorageView } from '../../core/storage/view.ts';
 import {
-  DEFAULT_TOKEN_SETTINGS, mergeTokenSettings, tokenFields, tokenSettingsSchema, tokenSettingsView, tokenSettingsWarnings, validateTokenSettings,
+  DEFAULT_TOKEN_SETTINGS, legacyTokenFields, mergeTokenSettings, tokenFields, tokenSettingsSchema, tokenSettingsView, tokenSettingsWarnings, validateTokenSettings,
 } from '../../core/token-fields.ts';
 import { BOUND_FIELDS, normaliseBoundList, validateRoleBounds, type RoleBounds } from './bounds.ts';
 
@@ -79,7 +79,7 @@ export function rolePaths(system: SystemView, cache: RoleCache): PathDefinition[
       pattern: `role/(?<name>${NAME})`,
       canonical: { name: lowerName },
       description: 'Roles tie bound constraints on the caller to the policies and TTLs of the tokens it gets.',
-      fields: { ...boundFields, ...tokenFields },
+      fields: { ...boundFields, ...tokenFields, ...legacyTokenFields },
       existenceCheck: async (req) => (await readRole(req.storage, req.params.name.toLowerCase())) !== undefined,
       operations: {
         read: async (req) => {

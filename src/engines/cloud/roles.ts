@@ -114,8 +114,13 @@ export function parseTags(tags: string[]): string[] {
   return out;
 }
 
-/** Rules of a whole role that need no Azure call. */
-export function validateRole(role: CloudRole, rawRoles: Array<z.infer<typeof roleInputSchema>>): void {
+/** Vault's names of the role fields the spec renamed: accepted on writes (one spelling per field), never shown. */
+const VAULT_NAMES = { cloud_roles: 'azure_roles', cloud_groups: 'azure_groups' } as const;
+type RolesField = 'cloud_roles' | typeof VAULT_NAMES.cloud_roles;
+type GroupsField = 'cloud_groups' | typeof VAULT_NAMES.cloud_groups;
+
+/** Rules of a whole role that need no Azure call; `rolesField` is the name cloud_roles was sent under. */
+export function validateRole(role: CloudRole, rawRoles: Array<z.infer<typeof roleInputSchema>>, rolesField: RolesField): void {
   if (role.max_ttl > 0 && role.ttl > role.max_ttl) throw new BadRequestError('invalid value for field "ttl": ttl cannot be greater than max_ttl');
   if (role.sign_in_audience && !(role.sign_in_audience in SIGN_IN_AUDIENCES)) {
     throw new BadRequestError(`invalid value for field "sign_in_audience": valid values are ${Object.keys(SIGN_IN_AUDIENCES).join(', ')}`);
@@ -125,14 +130,14 @@ export function validateRole(role: CloudRole, rawRoles: Array<z.infer<typeof rol
     if (role.permanently_delete) throw new BadRequestError('invalid value for field "permanently_delete": permanently_delete must be false if application_object_id is provided');
     if (role.persist_app) throw new BadRequestError('invalid value for field "persist_app": persist_app cannot be used with application_object_id (the application already persists)');
   } else if (rawRoles.length === 0) {
-    throw new BadRequestError('missing required field "cloud_roles": either cloud_roles or application_object_id must be provided');
+    throw new BadRequestError(`missing required field "cloud_roles" (or "${VAULT_NAMES.cloud_roles}"): either cloud_roles or application_object_id must be provided`);
   }
   for (const r of rawRoles) {
-    if (!SCOPE.test(r.scope.trim())) throw new BadRequestError(`invalid value for field "cloud_roles": scope '${r.scope}' is not a management group, subscription, resource group or resource id`);
+    if (!SCOPE.test(r.scope.trim())) throw new BadRequestError(`invalid value for field "${rolesField}": scope '${r.scope}' is not a management group, subscription, resource group or resource id`);
   }
 }
 
-async function resolveRoles(clients: AzureClients, config: CloudConfig, input: Array<z.infer<typeof roleInputSchema>>): Promise<CanonicalRole[]> {
+async function resolveRoles(clients: AzureClients, config: CloudConfig, input: Array<z.infer<typeof roleInputSchema>>, rolesField: RolesField): Promise<CanonicalRole[]> {
   const out: CanonicalRole[] = [];
   const seen = new Set<string>();
   for (const r of input) {
@@ -142,39 +147,39 @@ async function resolveRoles(clients: AzureClients, config: CloudConfig, input: A
       const id = r.role_id.trim();
       const full = GUID.test(id) ? `/subscriptions/${config.subscription_id}/providers/Microsoft.Authorization/roleDefinitions/${id}` : id;
       def = await clients.roles.getRoleDefinition(full);
-      if (!def) throw new BadRequestError(`invalid value for field "cloud_roles": no role found for role_id: '${id}'`);
+      if (!def) throw new BadRequestError(`invalid value for field "${rolesField}": no role found for role_id: '${id}'`);
     } else {
       const name = r.role_name!.trim();
       const found = await clients.roles.findRoleDefinitionsByName(`/subscriptions/${config.subscription_id}`, name);
-      if (found.length === 0) throw new BadRequestError(`invalid value for field "cloud_roles": no role found for role_name: '${name}'`);
-      if (found.length > 1) throw new BadRequestError(`invalid value for field "cloud_roles": multiple matches found for role_name: '${name}'. Specify role by ID instead.`);
+      if (found.length === 0) throw new BadRequestError(`invalid value for field "${rolesField}": no role found for role_name: '${name}'`);
+      if (found.length > 1) throw new BadRequestError(`invalid value for field "${rolesField}": multiple matches found for role_name: '${name}'. Specify role by ID instead.`);
       def = found[0];
     }
     const key = `${def.id.toLowerCase()}|${scope.toLowerCase()}`;
-    if (seen.has(key)) throw new BadRequestError(`invalid value for field "cloud_roles": duplicate role_id and scope: '${def.id}', '${scope}'`);
+    if (seen.has(key)) throw new BadRequestError(`invalid value for field "${rolesField}": duplicate role_id and scope: '${def.id}', '${scope}'`);
     seen.add(key);
     out.push({ role_name: def.roleName, role_id: def.id, scope });
   }
   return out;
 }
 
-async function resolveGroups(clients: AzureClients, input: Array<z.infer<typeof groupInputSchema>>): Promise<CanonicalGroup[]> {
+async function resolveGroups(clients: AzureClients, input: Array<z.infer<typeof groupInputSchema>>, groupsField: GroupsField): Promise<CanonicalGroup[]> {
   const out: CanonicalGroup[] = [];
   for (const g of input) {
     let group;
     if (g.object_id?.trim()) {
       const id = g.object_id.trim();
-      if (!GUID.test(id)) throw new BadRequestError(`invalid value for field "cloud_groups": object_id '${id}' is not a GUID`);
+      if (!GUID.test(id)) throw new BadRequestError(`invalid value for field "${groupsField}": object_id '${id}' is not a GUID`);
       group = await clients.graph.getGroup(id);
-      if (!group) throw new BadRequestError(`invalid value for field "cloud_groups": no group found for object_id: '${id}'`);
+      if (!group) throw new BadRequestError(`invalid value for field "${groupsField}": no group found for object_id: '${id}'`);
     } else {
       const name = g.group_name!.trim();
       const found = await clients.graph.findGroupsByDisplayName(name);
-      if (found.length === 0) throw new BadRequestError(`invalid value for field "cloud_groups": no group found for group_name: '${name}'`);
-      if (found.length > 1) throw new BadRequestError(`invalid value for field "cloud_groups": multiple matches found for group_name: '${name}'. Specify group by object_id instead.`);
+      if (found.length === 0) throw new BadRequestError(`invalid value for field "${groupsField}": no group found for group_name: '${name}'`);
+      if (found.length > 1) throw new BadRequestError(`invalid value for field "${groupsField}": multiple matches found for group_name: '${name}'. Specify group by object_id instead.`);
       group = found[0];
     }
-    if (out.some((o) => o.object_id === group.id)) throw new BadRequestError(`invalid value for field "cloud_groups": duplicate object_id '${group.id}'`);
+    if (out.some((o) => o.object_id === group.id)) throw new BadRequestError(`invalid value for field "${groupsField}": duplicate object_id '${group.id}'`);
     out.push({ group_name: group.displayName, object_id: group.id });
   }
   return out;
@@ -227,7 +232,9 @@ export function removeManagedApp(clients: AzureClients, managed: ManagedApp, per
 const fields = {
   name: field.string('Name of the role.'),
   cloud_roles: field.string('JSON array (as a string) of role assignments: objects with scope and role_name or role_id.'),
+  azure_roles: field.string('Vault\'s name for cloud_roles; send one of the two.'),
   cloud_groups: field.string('JSON array (as a string) of groups to join: objects with group_name or object_id.'),
+  azure_groups: field.string('Vault\'s name for cloud_groups; send one of the two.'),
   application_object_id: field.string('Object id of an existing application whose passwords are issued instead of new principals.'),
   persist_app: field.bool('Create one application and principal for the role and issue passwords on it.', { default: false }),
   ttl: field.duration('Default lease TTL of issued credentials; 0 means the mount default.'),
@@ -258,6 +265,13 @@ function roleView(r: CloudRole): Record<string, unknown> {
   };
 }
 
+/** The name a renamed field was sent under (undefined: not sent); both names at once is a 400 naming both. */
+function sentName<F extends keyof typeof VAULT_NAMES>(req: BackendRequest<RoleFields>, name: F): F | (typeof VAULT_NAMES)[F] | undefined {
+  const vault = VAULT_NAMES[name];
+  if (req.has(name) && req.has(vault)) throw new BadRequestError(`invalid value for field "${name}": "${name}" and "${vault}" are two names of one field; send only one`);
+  return req.has(name) ? name : req.has(vault) ? vault : undefined;
+}
+
 async function writeRoleHandler(engine: CloudEngine, req: BackendRequest<RoleFields>): Promise<{ warnings?: string[] } | void> {
   const name = roleName(req);
   return engine.locks.run(`role/${name}`, async () => {
@@ -272,9 +286,11 @@ async function writeRoleHandler(engine: CloudEngine, req: BackendRequest<RoleFie
     // Unlike Vault, an update that does not send permanently_delete keeps it.
     if (req.has('permanently_delete')) next.permanently_delete = req.data.permanently_delete ?? false;
     if (req.has('tags')) next.tags = parseTags(req.data.tags ?? []);
-    const rawRoles = req.has('cloud_roles') ? parseJsonArray('cloud_roles', req.data.cloud_roles ?? '', roleInputSchema) : next.cloud_roles;
-    const rawGroups = req.has('cloud_groups') ? parseJsonArray('cloud_groups', req.data.cloud_groups ?? '', groupInputSchema) : next.cloud_groups;
-    validateRole(next, rawRoles);
+    const rolesField = sentName(req, 'cloud_roles');
+    const groupsField = sentName(req, 'cloud_groups');
+    const rawRoles = rolesField ? parseJsonArray(rolesField, req.data[rolesField] ?? '', roleInputSchema) : next.cloud_roles;
+    const rawGroups = groupsField ? parseJsonArray(groupsField, req.data[groupsField] ?? '', groupInputSchema) : next.cloud_groups;
+    validateRole(next, rawRoles, rolesField ?? 'cloud_roles');
 
     const conn = await engine.connect();
     const { clients } = conn;
@@ -282,8 +298,8 @@ async function writeRoleHandler(engine: CloudEngine, req: BackendRequest<RoleFie
     const app = next.application_object_id ? await resolveApplication(conn, next.application_object_id) : undefined;
     next.application_object_id = app?.id ?? '';
     next.application_id = app?.appId ?? '';
-    next.cloud_roles = await resolveRoles(clients, conn.config, rawRoles);
-    next.cloud_groups = await resolveGroups(clients, rawGroups);
+    next.cloud_roles = await resolveRoles(clients, conn.config, rawRoles, rolesField ?? 'cloud_roles');
+    next.cloud_groups = await resolveGroups(clients, rawGroups, groupsField ?? 'cloud_groups');
     const warnings = next.application_object_id && (next.cloud_roles.length || next.cloud_groups.length)
       ? ['cloud_roles and cloud_groups are not applied: credentials are passwords on application_object_id'] : undefined;
 
