@@ -10,11 +10,11 @@ import { IdentityStore } from './identity.ts';
 import { newRequestId, randomBase62 } from './ids.ts';
 import { LeaseManager, minPositive, type NewLease } from './leases.ts';
 import { MountTable, storagePrefix, type MountEntry } from './mounts.ts';
-import { PolicyStore } from './policy-store.ts';
+import { PolicyStore, normalizePolicies } from './policy-store.ts';
 import { PathTable, isRootProtected, pathProblem } from './router.ts';
 import type { Storage, StorageCondition } from './storage/types.ts';
 import { GuardError, StorageView, type PreparedWrite } from './storage/view.ts';
-import { TokenStore, type TokenEntry } from './tokens.ts';
+import { TokenStore, tokenLeaseId, type TokenEntry } from './tokens.ts';
 import { issueToken, type IssuedToken } from './token-issue.ts';
 
 export interface CoreRequest {
@@ -518,15 +518,6 @@ export class Core {
   }
 }
 
-export function tokenLeaseId(entry: TokenEntry): string {
-  return `${entry.path}/${entry.salted}`;
-}
-
-export function normalizePolicies(policies: string[], addDefault: boolean): string[] {
-  const set = new Set(policies.map((p) => p.trim().toLowerCase()).filter(Boolean));
-  if (addDefault && !set.has('root')) set.add('default');
-  return [...set].sort();
-}
 
 function operationFor(req: CoreRequest): Operation {
   const method = req.method.toUpperCase();

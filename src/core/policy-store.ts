@@ -6,6 +6,13 @@ import type { StorageView } from './storage/view.ts';
 
 export const normalizePolicyName = (name: string): string => name.trim().toLowerCase();
 
+/** A token's policy set as stored: canonical names, no repeats, sorted, `default` added unless asked not to (or root). */
+export function normalizePolicies(policies: string[], addDefault: boolean): string[] {
+  const set = new Set(policies.map(normalizePolicyName).filter(Boolean));
+  if (addDefault && !set.has('root')) set.add('default');
+  return [...set].sort();
+}
+
 /**
  * A policy name as it appears in a request path, made canonical before the ACL sees it (so a deny on
  * `sys/policies/acl/x` holds for `X` and `x%C2%A0`). Names that would still hold white space, control or

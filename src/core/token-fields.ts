@@ -4,7 +4,7 @@
  */
 import { z } from 'zod';
 import { addressInCidrs, parseCidr } from '../lib/cidr.ts';
-import { normalizePolicies } from './core.ts';
+import { normalizePolicies } from './policy-store.ts';
 import { BadRequestError, PermissionDeniedError } from './errors.ts';
 import { field } from './fields.ts';
 import type { AuthResponse } from './framework.ts';

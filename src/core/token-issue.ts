@@ -1,8 +1,7 @@
-import type { Core } from './core.ts';
-import { tokenLeaseId } from './core.ts';
 import type { StorageCondition } from './storage/types.ts';
-import type { PreparedWrite } from './storage/view.ts';
-import type { NewToken, TokenEntry } from './tokens.ts';
+import type { PreparedWrite, StorageView } from './storage/view.ts';
+import type { LeaseManager } from './leases.ts';
+import { tokenLeaseId, type NewToken, type TokenEntry, type TokenStore } from './tokens.ts';
 
 export interface IssuedToken {
   token: string;
@@ -18,7 +17,14 @@ type Spec = Partial<NewToken> & Pick<NewToken, 'policies' | 'path' | 'displayNam
 };
 
 /** Creates a token and its expiry lease in one commit (tokens with ttl 0 never expire and get none). */
-export async function issueToken(core: Core, { guards = [], ...spec }: Spec): Promise<IssuedToken> {
+/** What issuing a token needs of the core (the core itself, passed narrowly so this module does not import it). */
+export interface TokenIssuer {
+  tokens: TokenStore;
+  leases: LeaseManager;
+  systemView: StorageView;
+}
+
+export async function issueToken(core: TokenIssuer, { guards = [], ...spec }: Spec): Promise<IssuedToken> {
   const { token, entry, write } = core.tokens.prepare({
     meta: {}, numUses: 0, explicitMaxTtl: 0, period: 0, entityId: '', boundCidrs: [], mountAccessor: '', internal: {}, ...spec,
   });

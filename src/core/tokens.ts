@@ -32,6 +32,11 @@ export const tokenEntrySchema = z.object({
 });
 export type TokenEntry = z.infer<typeof tokenEntrySchema>;
 
+/** A token's expiry lease: `<login path>/<salted token>`. */
+export function tokenLeaseId(entry: TokenEntry): string {
+  return `${entry.path}/${entry.salted}`;
+}
+
 export type NewToken = Omit<TokenEntry, 'salted' | 'accessor' | 'creationTime' | 'lastRenewal'> & { id?: string };
 
 export class TokenStore {

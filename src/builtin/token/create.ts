@@ -1,6 +1,6 @@
 import type { Core } from '../../core/core.ts';
-import { normalizePolicies } from '../../core/core.ts';
 import { BadRequestError, PermissionDeniedError } from '../../core/errors.ts';
+import { normalizePolicies } from '../../core/policy-store.ts';
 import { field } from '../../core/fields.ts';
 import { definePath, type BackendRequest, type PathDefinition } from '../../core/framework.ts';
 import { minPositive } from '../../core/leases.ts';

@@ -1,11 +1,10 @@
 import type { Core } from '../../core/core.ts';
-import { tokenLeaseId } from '../../core/core.ts';
 import { BadRequestError, PermissionDeniedError } from '../../core/errors.ts';
 import { field } from '../../core/fields.ts';
 import { definePath, type BackendRequest, type PathDefinition } from '../../core/framework.ts';
 import { minPositive } from '../../core/leases.ts';
 import { authBlock } from '../../core/token-issue.ts';
-import type { TokenEntry } from '../../core/tokens.ts';
+import { tokenLeaseId, type TokenEntry } from '../../core/tokens.ts';
 import { addressInCidrs } from '../../lib/cidr.ts';
 
 const iso = (ms: number) => new Date(ms).toISOString();
