@@ -100,13 +100,16 @@ export function mergeTokenSettings(current: TokenSettings, data: TokenFieldValue
   return next;
 }
 
+/** Settings to validate; legacy_names only picks the name an error gives (settings without deprecated names have none). */
+type CheckedSettings = Omit<TokenSettings, 'legacy_names'> & Partial<Pick<TokenSettings, 'legacy_names'>>;
+
 /** The name a token_* value was written under, so an error names the field the client sent. */
-function sentAs(s: TokenSettings, name: (typeof LEGACY_TOKEN_FIELDS)[LegacyName]): string {
-  return s.legacy_names.find((old) => LEGACY_TOKEN_FIELDS[old] === name) ?? name;
+function sentAs(s: CheckedSettings, name: (typeof LEGACY_TOKEN_FIELDS)[LegacyName]): string {
+  return s.legacy_names?.find((old) => LEGACY_TOKEN_FIELDS[old] === name) ?? name;
 }
 
 /** Write-time rules; `mountMaxTtl` is the mount's effective maximum in seconds. */
-export function validateTokenSettings(s: TokenSettings, mountMaxTtl: number): void {
+export function validateTokenSettings(s: CheckedSettings, mountMaxTtl: number): void {
   const named = (name: Parameters<typeof sentAs>[1]) => sentAs(s, name);
   if (s.token_num_uses < 0) throw new BadRequestError(`invalid value for field "${named('token_num_uses')}": '${named('token_num_uses')}' cannot be negative`);
   if (s.token_max_ttl > 0 && s.token_ttl > s.token_max_ttl) {
