@@ -14,7 +14,28 @@ const ROOT_KEY_PATH = 'core/root-key';
 
 export class UnsealError extends Error {}
 
-interface KeyringEntry { term: number; key: Buffer; installTime: string }
+/**
+ * `sealsReserved` bounds the seals made under the term from above (see `BarrierOptions`); keyrings written before
+ * the count existed have none.
+ */
+interface KeyringEntry { term: number; key: Buffer; installTime: string; sealsReserved?: number }
+
+export interface BarrierOptions {
+  /**
+   * Seals under one data key before a new term is added. Random 96-bit nonces keep AES-GCM within NIST's bounds
+   * for 2^32 messages per key; 2^30 leaves room for the over-counting below and for a rotation under way.
+   */
+  rotateAfterSeals?: number;
+  /**
+   * Seals reserved by one keyring write. The count lives in memory; the keyring records how far it may have got,
+   * rounded up to the next block, and is written again (alongside the write that passes it) only when the count
+   * passes that mark. After a crash the count resumes from the mark: at most one block over, never under.
+   */
+  reservationBlock?: number;
+}
+
+const DEFAULT_ROTATE_AFTER_SEALS = 2 ** 30;
+const DEFAULT_RESERVATION_BLOCK = 2 ** 20;
 
 /** Layout: term (4 bytes), version (1), nonce (12), ciphertext (as long as the plaintext: GCM is a stream mode), tag (16). */
 export function seal(key: Buffer, term: number, path: string, plaintext: Buffer): Buffer {
@@ -45,11 +66,26 @@ export function open(keyFor: (term: number) => Buffer | undefined, path: string,
   return plaintext;
 }
 
+/** A keyring write riding along with data writes, and what its landing proves. */
+interface Reservation { op: StorageOp; landed(applied: boolean): void }
+
 export class Barrier implements Storage {
   readonly #inner: Storage;
+  readonly #rotateAfter: number;
+  readonly #block: number;
+  /** Every term, including one a rotation under way is adding. */
+  #ring: KeyringEntry[] = [];
   #keys = new Map<number, Buffer>();
+  /** The term that seals; a new term takes over only once the keyring holding it has landed. */
   #active: KeyringEntry | undefined;
   #rootKey: Buffer | undefined;
+  /** Seals under the active term: exact since it was installed, or counted from its reservation after an unseal. */
+  #seals = 0;
+  /** The reservation of the active term known to be in storage. */
+  #landedReservation = 0;
+  /** Rotations run one after another: two at once would both add the same term. */
+  #rotations: Promise<unknown> = Promise.resolve();
+  #autoRotating = false;
   /**
    * Plaintext by ciphertext object. The storage below caches committed ciphertexts, so a hot entry (a token,
    * a policy, a config) comes back as the same Buffer and need not be decrypted again; a write stores a new
@@ -58,8 +94,10 @@ export class Barrier implements Storage {
    */
   readonly #opened = new WeakMap<Buffer, Buffer>();
 
-  constructor(inner: Storage) {
+  constructor(inner: Storage, options: BarrierOptions = {}) {
     this.#inner = inner;
+    this.#rotateAfter = options.rotateAfterSeals ?? DEFAULT_ROTATE_AFTER_SEALS;
+    this.#block = options.reservationBlock ?? DEFAULT_RESERVATION_BLOCK;
   }
 
   async isInitialized(): Promise<boolean> {
@@ -69,12 +107,14 @@ export class Barrier implements Storage {
   /** First start: a fresh root key sealed by the unseal key, and a keyring with term 1. */
   async initialize(unsealKey: Buffer): Promise<void> {
     const rootKey = randomBytes(32);
-    const entry: KeyringEntry = { term: 1, key: randomBytes(32), installTime: new Date().toISOString() };
+    const entry = this.#newEntry(1);
     await this.#inner.transaction([
       { type: 'put', key: ROOT_KEY_PATH, value: seal(unsealKey, 0, ROOT_KEY_PATH, rootKey) },
       { type: 'put', key: KEYRING_PATH, value: seal(rootKey, 0, KEYRING_PATH, encodeKeyring([entry])) },
     ]);
     await this.unseal(unsealKey);
+    // The term is new: its count starts from nothing, not from its reservation.
+    this.#seals = 0;
   }
 
   /** Throws UnsealError when the key is wrong; nothing is written either way. */
@@ -88,10 +128,16 @@ export class Barrier implements Storage {
     } catch {
       throw new UnsealError('unseal failed: the unseal key does not open this store (wrong key?)');
     }
-    const entries = decodeKeyring(open(() => rootKey, KEYRING_PATH, sealedRing));
-    this.#keys = new Map(entries.map((e) => [e.term, e.key]));
-    this.#active = entries.reduce((a, b) => (b.term > a.term ? b : a));
+    this.#ring = decodeKeyring(open(() => rootKey, KEYRING_PATH, sealedRing));
+    this.#keys = new Map(this.#ring.map((e) => [e.term, e.key]));
+    const active = this.#ring.reduce((a, b) => (b.term > a.term ? b : a));
+    // As many seals as the keyring reserved may have been made; a keyring from before the count existed
+    // cannot tell, so its term is taken as used up. A term used up is replaced before it seals again.
+    this.#seals = active.sealsReserved ?? this.#rotateAfter;
+    this.#landedReservation = this.#seals;
     this.#rootKey = rootKey;
+    this.#active = active;
+    if (this.#seals >= this.#rotateAfter) await this.rotate();
   }
 
   get sealed(): boolean {
@@ -99,19 +145,26 @@ export class Barrier implements Storage {
   }
 
   /** Adds a new data-key term; existing values keep decrypting with their own term. */
-  async rotate(): Promise<number> {
-    const active = this.#requireActive();
-    const next: KeyringEntry = { term: active.term + 1, key: randomBytes(32), installTime: new Date().toISOString() };
-    const all = [...this.#keys.entries()].map(([term, key]) => ({ term, key, installTime: term === active.term ? active.installTime : '' }));
-    all.push(next);
-    await this.#inner.put(KEYRING_PATH, seal(this.#rootKey!, 0, KEYRING_PATH, encodeKeyring(all)));
-    this.#keys.set(next.term, next.key);
-    this.#active = next;
-    return next.term;
+  rotate(): Promise<number> {
+    this.#requireActive();
+    const rotation = this.#rotations.then(() => this.#addTerm(), () => this.#addTerm());
+    this.#rotations = rotation;
+    return rotation;
   }
 
   get term(): number {
     return this.#requireActive().term;
+  }
+
+  /** When the active term was installed (empty for terms of older keyrings, which did not keep it). */
+  get installTime(): string {
+    return this.#requireActive().installTime;
+  }
+
+  /** Seals under the active term (after an unseal, counted from its reservation: possibly more, never fewer). */
+  get encryptions(): number {
+    this.#requireActive();
+    return this.#seals;
   }
 
   async get(key: string): Promise<Buffer | undefined> {
@@ -119,7 +172,10 @@ export class Barrier implements Storage {
     return blob === undefined ? undefined : Buffer.from(this.#plaintextOf(key, blob));
   }
   put(key: string, value: Buffer): Promise<void> {
-    return this.#inner.put(key, this.#seal(key, value));
+    const sealed = this.#seal(key, value);
+    const reservation = this.#reservation();
+    if (!reservation) return this.#inner.put(key, sealed);
+    return this.#inner.transaction([{ type: 'put', key, value: sealed }, reservation.op]).then(reservation.landed);
   }
   delete(key: string): Promise<void> {
     return this.#inner.delete(key);
@@ -139,8 +195,14 @@ export class Barrier implements Storage {
       if (current === undefined ? c.expected !== undefined : c.expected === undefined || !current.equals(c.expected)) return false;
       physical.push({ key: c.key, expected: blob });
     }
+    // Sealed and handed to the store in one synchronous stretch, so writes reach the store in the order their seals
+    // were counted, and a keyring written along reaches it after every keyring built before it.
     const sealedOps = ops.map((op): StorageOp => (op.type === 'put' ? { type: 'put', key: op.key, value: this.#seal(op.key, op.value) } : op));
-    return this.#inner.transaction(sealedOps, physical);
+    const reservation = ops.some((op) => op.type === 'put') ? this.#reservation() : undefined;
+    if (reservation) sealedOps.push(reservation.op);
+    const applied = await this.#inner.transaction(sealedOps, physical);
+    reservation?.landed(applied);
+    return applied;
   }
   close(): Promise<void> {
     return this.#inner.close();
@@ -152,12 +214,66 @@ export class Barrier implements Storage {
     this.#inner.onFailure(listener);
   }
 
+  #newEntry(term: number): KeyringEntry {
+    return { term, key: randomBytes(32), installTime: new Date().toISOString(), sealsReserved: this.#block };
+  }
+
+  /**
+   * The new term joins the ring before the keyring is written, so every keyring written from now on (reservations
+   * included) holds it; it seals only once its keyring has landed. A failed write leaves it in the ring unused, and
+   * the next rotation adds the term after it.
+   */
+  async #addTerm(): Promise<number> {
+    const next = this.#newEntry(Math.max(...this.#keys.keys()) + 1);
+    this.#ring.push(next);
+    this.#keys.set(next.term, next.key);
+    await this.#inner.put(KEYRING_PATH, this.#sealedKeyring());
+    this.#active = next;
+    this.#seals = 0;
+    this.#landedReservation = next.sealsReserved!;
+    return next.term;
+  }
+
+  /**
+   * The keyring write a data write must carry when its seals go past the reservation in storage: the reservation
+   * is raised to the block after the count, and recorded as landed only if that write lands. Until one does, every
+   * sealing write carries it (a failed compare-and-set writes nothing, the keyring included).
+   */
+  #reservation(): Reservation | undefined {
+    if (this.#seals <= this.#landedReservation) return undefined;
+    const active = this.#active!;
+    const reserved = (Math.floor(this.#seals / this.#block) + 1) * this.#block;
+    active.sealsReserved = Math.max(active.sealsReserved ?? 0, reserved);
+    return {
+      op: { type: 'put', key: KEYRING_PATH, value: this.#sealedKeyring() },
+      landed: (applied) => {
+        if (applied && this.#active === active) this.#landedReservation = Math.max(this.#landedReservation, reserved);
+      },
+    };
+  }
+
+  #sealedKeyring(): Buffer {
+    return seal(this.#rootKey!, 0, KEYRING_PATH, encodeKeyring(this.#ring));
+  }
+
+  #rotateWhenDue(): void {
+    if (this.#seals < this.#rotateAfter || this.#autoRotating) return;
+    this.#autoRotating = true;
+    // A failed rotation is tried again at the next seal; the write that failed it reports the storage error.
+    void this.rotate().catch(() => undefined).finally(() => {
+      this.#autoRotating = false;
+    });
+  }
+
   /**
    * Encrypts a value being written and remembers its plaintext (a copy: the caller keeps its Buffer), so the
    * next read or compare-and-set of what was just written does not decrypt it again.
    */
   #seal(path: string, plaintext: Buffer): Buffer {
-    const blob = this.#encrypt(path, plaintext);
+    const active = this.#requireActive();
+    const blob = seal(active.key, active.term, path, plaintext);
+    this.#seals++;
+    this.#rotateWhenDue();
     this.#opened.set(blob, Buffer.from(plaintext));
     return blob;
   }
@@ -168,10 +284,6 @@ export class Barrier implements Storage {
       this.#opened.set(blob, plain);
     }
     return plain;
-  }
-  #encrypt(path: string, plaintext: Buffer): Buffer {
-    const active = this.#requireActive();
-    return seal(active.key, active.term, path, plaintext);
   }
   #decrypt(path: string, blob: Buffer): Buffer {
     this.#requireActive();
@@ -184,9 +296,9 @@ export class Barrier implements Storage {
 }
 
 function encodeKeyring(entries: KeyringEntry[]): Buffer {
-  return Buffer.from(JSON.stringify(entries.map((e) => ({ term: e.term, key: e.key.toString('base64'), install_time: e.installTime }))));
+  return Buffer.from(JSON.stringify(entries.map((e) => ({ term: e.term, key: e.key.toString('base64'), install_time: e.installTime, seals_reserved: e.sealsReserved }))));
 }
 function decodeKeyring(raw: Buffer): KeyringEntry[] {
-  const parsed = JSON.parse(raw.toString()) as Array<{ term: number; key: string; install_time: string }>;
-  return parsed.map((e) => ({ term: e.term, key: Buffer.from(e.key, 'base64'), installTime: e.install_time }));
+  const parsed = JSON.parse(raw.toString()) as Array<{ term: number; key: string; install_time: string; seals_reserved?: number }>;
+  return parsed.map((e) => ({ term: e.term, key: Buffer.from(e.key, 'base64'), installTime: e.install_time, sealsReserved: e.seals_reserved }));
 }

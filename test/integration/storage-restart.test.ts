@@ -113,3 +113,25 @@ describe('SQLite files at rest', () => {
     expect(modes(dir)).toEqual(tight);
   });
 });
+
+describe('sys/key-status and sys/rotate', () => {
+  it('"key-status shows the active term, when it was installed and its encryptions; a restart resumes the count from its reservation; sys/rotate starts a new term"', async () => {
+    const key = randomBytes(32).toString('base64');
+    const first = await server(freshDir(), key);
+    const before = (await first.request('GET', 'sys/key-status')).body.data;
+    expect(before).toEqual({ term: 1, install_time: expect.stringMatching(/^\d{4}-\d\d-\d\dT/), encryptions: expect.any(Number) });
+    await first.request('POST', 'sys/mounts/kept', { body: { type: 'test' } });
+    for (let i = 0; i < 5; i++) await first.request('POST', `kept/data/${i}`, { body: { value: `v${i}` } });
+    const written = (await first.request('GET', 'sys/key-status')).body.data.encryptions;
+    expect(written).toBeGreaterThanOrEqual(before.encryptions + 5);
+    await first.close();
+    open.pop();
+
+    const second = await server(first.dataDir, key);
+    // The keyring reserves seals a block (2^20) at a time: the restart counts the whole block as used.
+    expect((await second.request('GET', 'sys/key-status')).body.data).toMatchObject({ term: 1, install_time: before.install_time, encryptions: 2 ** 20 });
+    expect((await second.request('POST', 'sys/rotate')).status).toBe(204);
+    expect((await second.request('GET', 'sys/key-status')).body.data).toMatchObject({ term: 2, encryptions: 0 });
+    expect((await second.request('GET', 'kept/data/4')).body.data.value).toBe('v4');
+  });
+});

@@ -1,7 +1,12 @@
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
-import { Barrier, UnsealError } from '../../src/core/barrier.ts';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Barrier, open, seal, UnsealError, type BarrierOptions } from '../../src/core/barrier.ts';
 import { MemoryStorage } from '../../src/core/storage/memory.ts';
+import { SqliteStorage } from '../../src/core/storage/sqlite.ts';
+import type { Storage, StorageCondition, StorageOp } from '../../src/core/storage/types.ts';
 
 const key = () => randomBytes(32);
 
@@ -63,6 +68,230 @@ describe('Barrier', () => {
     await barrier.put('slot', Buffer.from('free'));
     expect(await barrier.transaction([{ type: 'put', key: 'slot', value: Buffer.from('taken') }], [{ key: 'slot', expected: Buffer.from('free') }])).toBe(true);
     expect(await barrier.transaction([{ type: 'put', key: 'slot', value: Buffer.from('again') }], [{ key: 'slot', expected: Buffer.from('free') }])).toBe(false);
+  });
+});
+
+/** Counts the keyring writes that reach the store below. */
+class KeyringWrites extends MemoryStorage {
+  count = 0;
+  override async put(key: string, value: Buffer): Promise<void> {
+    if (key === 'core/keyring') this.count++;
+    return super.put(key, value);
+  }
+  override async transaction(ops: StorageOp[], conditions?: StorageCondition[]): Promise<boolean> {
+    const applied = await super.transaction(ops, conditions);
+    if (applied && ops.some((op) => op.key === 'core/keyring')) this.count++;
+    return applied;
+  }
+}
+
+const dirs: string[] = [];
+afterEach(() => {
+  while (dirs.length) rmSync(dirs.pop()!, { recursive: true, force: true });
+});
+
+/**
+ * A store a restarted process can open again: the same map (whose writes land at once, so a restart there is also
+ * a crash at that instant), or the same SQLite file after the last process closed it.
+ */
+const kinds: Array<[string, () => { storage: Storage; restart(): Promise<Storage> }]> = [
+  ['memory', () => {
+    const storage = new MemoryStorage();
+    return { storage, restart: async () => storage };
+  }],
+  ['sqlite', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'strongroom-barrier-'));
+    dirs.push(dir);
+    const path = join(dir, 'db.sqlite');
+    let storage = new SqliteStorage(path);
+    return {
+      storage,
+      async restart() {
+        await storage.close();
+        return (storage = new SqliteStorage(path));
+      },
+    };
+  }],
+];
+
+/** A barrier over a fresh store of `kind`, and a restart: a new barrier over the same store, unsealed again. */
+async function opened(kind: () => { storage: Storage; restart(): Promise<Storage> }, options: BarrierOptions) {
+  const k = key();
+  const store = kind();
+  const barrier = new Barrier(store.storage, options);
+  await barrier.initialize(k);
+  return {
+    barrier,
+    async restart(o: BarrierOptions = options): Promise<Barrier> {
+      const again = new Barrier(await store.restart(), o);
+      await again.unseal(k);
+      return again;
+    },
+  };
+}
+
+/** Waits out a rotation the last seal started: it writes the keyring, then switches terms. */
+async function settle(barrier: Barrier, { rotateAfterSeals }: { rotateAfterSeals: number }): Promise<void> {
+  if (barrier.encryptions < rotateAfterSeals) return;
+  const term = barrier.term;
+  await expect.poll(() => barrier.term, { interval: 1 }).toBe(term + 1);
+}
+
+describe.each(kinds)('automatic key rotation (%s)', (_name, kind) => {
+  const small = { rotateAfterSeals: 100, reservationBlock: 10 } satisfies BarrierOptions;
+
+  it('"a term seals at most rotateAfterSeals values: 250 writes at a threshold of 100 add two terms; every value still reads, also after a restart"', async () => {
+    const { barrier, restart } = await opened(kind, small);
+    const termOf: number[] = [];
+    for (let i = 0; i < 250; i++) {
+      termOf.push(barrier.term);
+      await barrier.put(`v/${i}`, Buffer.from(`value ${i}`));
+      await settle(barrier, small);
+    }
+    expect(barrier.term).toBe(3);
+    expect(termOf.filter((t) => t === 1)).toHaveLength(100);
+    expect(termOf.filter((t) => t === 2)).toHaveLength(100);
+    for (let i = 0; i < 250; i++) expect((await barrier.get(`v/${i}`))?.toString()).toBe(`value ${i}`);
+    const again = await restart();
+    expect(again.term).toBe(3);
+    for (let i = 0; i < 250; i++) expect((await again.get(`v/${i}`))?.toString()).toBe(`value ${i}`);
+    await again.close();
+  });
+
+  it('"writes racing a rotation lose no term: 600 concurrent writes and two manual rotations at a threshold of 100, then a restart reads every value"', async () => {
+    const { barrier, restart } = await opened(kind, small);
+    const writes: Array<Promise<unknown>> = [];
+    for (let i = 0; i < 600; i++) {
+      writes.push(i % 3 === 0
+        ? barrier.transaction([{ type: 'put', key: `c/${i}`, value: Buffer.from(`cas ${i}`) }], [{ key: `c/${i}`, expected: undefined }])
+        : barrier.put(`c/${i}`, Buffer.from(`cas ${i}`)));
+      if (i === 150 || i === 151) writes.push(barrier.rotate());
+      if (i % 50 === 0) await new Promise((r) => setImmediate(r));
+    }
+    await Promise.all(writes);
+    await settle(barrier, small);
+    expect(barrier.term).toBeGreaterThanOrEqual(5);
+    const again = await restart();
+    // The last term may have reserved up to the threshold: then the restart replaced it.
+    expect(again.term - barrier.term).toBeOneOf([0, 1]);
+    for (let i = 0; i < 600; i++) expect((await again.get(`c/${i}`))?.toString()).toBe(`cas ${i}`);
+    await again.close();
+  });
+
+  it('"a restart resumes the count from its reservation: a store reopened near the threshold rotates when the count reaches it, not a threshold later"', async () => {
+    for (const before of [1, 9, 10, 11, 55, 73, 99]) {
+      const { barrier, restart } = await opened(kind, small);
+      for (let i = 0; i < before; i++) await barrier.put(`r/${i}`, Buffer.from('x'));
+      expect(barrier.encryptions).toBe(before);
+      const again = await restart();
+      // The count resumes at most one block over what was sealed, never under it (at the threshold, the term was
+      // replaced at the unseal).
+      let writes = 0;
+      while (again.term === 1) {
+        await again.put(`after/${writes++}`, Buffer.from('y'));
+        await settle(again, small);
+      }
+      expect({ before, writes }).toEqual({ before, writes: expect.toSatisfy((n: number) => n <= small.rotateAfterSeals - before && n > small.rotateAfterSeals - before - small.reservationBlock) });
+      await again.close();
+    }
+  });
+});
+
+/** Applies a keyring write at once but, while `hold` is set, answers it only on `release()`: a commit in flight. */
+class SlowKeyringCommit extends MemoryStorage {
+  hold = false;
+  release: (() => void) | undefined;
+  override async put(key: string, value: Buffer): Promise<void> {
+    await super.put(key, value);
+    if (key === 'core/keyring' && this.hold) await new Promise<void>((resolve) => (this.release = resolve));
+  }
+}
+
+describe('rotation and the keyring', () => {
+  it('"a keyring written while a rotation is under way holds the new term: a write landing after the rotation\'s keyring cannot drop it"', async () => {
+    const raw = new SlowKeyringCommit();
+    const k = key();
+    // A block of one: every write carries the keyring.
+    const barrier = new Barrier(raw, { rotateAfterSeals: 1000, reservationBlock: 1 });
+    await barrier.initialize(k);
+    await barrier.put('first', Buffer.from('1'));
+    raw.hold = true;
+    const rotation = barrier.rotate();
+    await expect.poll(() => raw.release).toBeDefined();
+    await barrier.put('during', Buffer.from('2'));
+    expect(barrier.term).toBe(1);
+    raw.hold = false;
+    raw.release!();
+    expect(await rotation).toBe(2);
+    await barrier.put('after', Buffer.from('3'));
+
+    const again = new Barrier(raw);
+    await again.unseal(k);
+    expect(again.term).toBe(2);
+    for (const [key, value] of [['first', '1'], ['during', '2'], ['after', '3']]) expect((await again.get(key))?.toString()).toBe(value);
+  });
+
+  it('"concurrent rotations add one term each, in turn"', async () => {
+    const barrier = new Barrier(new MemoryStorage());
+    const k = key();
+    await barrier.initialize(k);
+    expect(await Promise.all([barrier.rotate(), barrier.rotate(), barrier.rotate()])).toEqual([2, 3, 4]);
+  });
+});
+
+describe('the seal count in the keyring', () => {
+  it('"the count is not written per seal: one keyring write per reservation block and one per rotation"', async () => {
+    const raw = new KeyringWrites();
+    const barrier = new Barrier(raw, { rotateAfterSeals: 100, reservationBlock: 10 });
+    await barrier.initialize(key());
+    raw.count = 0;
+    for (let i = 0; i < 250; i++) {
+      await barrier.put(`v/${i}`, Buffer.from('x'));
+      await settle(barrier, { rotateAfterSeals: 100 });
+    }
+    // Blocks 10..250 of each term (9 + 9 + 4) and two rotations.
+    expect(raw.count).toBe(24);
+
+    const quiet = new KeyringWrites();
+    const defaults = new Barrier(quiet);
+    await defaults.initialize(key());
+    quiet.count = 0;
+    for (let i = 0; i < 1000; i++) await defaults.put(`v/${i}`, Buffer.from('x'));
+    expect(quiet.count).toBe(0);
+  });
+
+  it('"a reservation riding on a compare-and-set that fails is carried again by the next write"', async () => {
+    const raw = new MemoryStorage();
+    const k = key();
+    const barrier = new Barrier(raw, { rotateAfterSeals: 1000, reservationBlock: 10 });
+    await barrier.initialize(k);
+    await barrier.put('slot', Buffer.from('taken'));
+    for (let i = 1; i < 10; i++) await barrier.put(`v/${i}`, Buffer.from('x'));
+    // Seal 11 would raise the reservation to 20, but its guard fails: nothing lands, the keyring included.
+    expect(await barrier.transaction([{ type: 'put', key: 'slot', value: Buffer.from('mine') }], [{ key: 'slot', expected: undefined }])).toBe(false);
+    await barrier.put('v/12', Buffer.from('x'));
+    const again = new Barrier(raw, { rotateAfterSeals: 1000, reservationBlock: 10 });
+    await again.unseal(k);
+    expect(again.encryptions).toBe(20);
+  });
+
+  it('"a keyring from before the count is taken as used up: its term is replaced when the store is unsealed"', async () => {
+    const raw = new MemoryStorage();
+    const k = key();
+    const first = new Barrier(raw);
+    await first.initialize(k);
+    await first.put('before', Buffer.from('x'));
+    // The keyring as the earlier version stored it: no seals_reserved.
+    const rootKey = open(() => k, 'core/root-key', (await raw.get('core/root-key'))!);
+    const ring = JSON.parse(open(() => rootKey, 'core/keyring', (await raw.get('core/keyring'))!).toString()) as Array<Record<string, unknown>>;
+    for (const e of ring) delete e.seals_reserved;
+    await raw.put('core/keyring', seal(rootKey, 0, 'core/keyring', Buffer.from(JSON.stringify(ring))));
+
+    const upgraded = new Barrier(raw);
+    await upgraded.unseal(k);
+    expect(upgraded.term).toBe(2);
+    expect(upgraded.encryptions).toBe(0);
+    expect((await upgraded.get('before'))?.toString()).toBe('x');
   });
 });
 

@@ -29,8 +29,8 @@ export function statusPaths(core: Core): PathDefinition[] {
     }),
     definePath({
       pattern: 'key-status',
-      description: 'The barrier keyring term.',
-      operations: { read: async () => ({ data: { term: core.barrier.term } }) },
+      description: 'The active barrier key term: when it was installed and how many values it has encrypted.',
+      operations: { read: async () => ({ data: { term: core.barrier.term, install_time: core.barrier.installTime, encryptions: core.barrier.encryptions } }) },
     }),
     definePath({
       pattern: 'rotate',
