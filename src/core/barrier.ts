@@ -83,7 +83,7 @@ export class Barrier implements Storage {
   #seals = 0;
   /** The reservation of the active term known to be in storage. */
   #landedReservation = 0;
-  /** Rotations run one after another: two at once would both add the same term. */
+  /** Rotations run one after another, so terms take over in the order they were added. */
   #rotations: Promise<unknown> = Promise.resolve();
   #autoRotating = false;
   /**

@@ -87,7 +87,7 @@ export function buildApp(core: Core, opts: AppOptions): FastifyInstance {
   // A body is held and parsed before the core sees the token, so its size is bounded first: a body no larger
   // than the anonymous limit passes on its declared length alone; a larger or undeclared (chunked) one costs a
   // token lookup, and without a valid token gets the anonymous limit. Fastify's bodyLimit is the limit for the
-  // rest. Callback style, as for the access log: only the token lookup waits.
+  // rest. Callback style (an async hook costs every request a promise): only the token lookup waits.
   app.addHook('preParsing', (req, reply, payload, done) => {
     const refused = storageUnavailable(core);
     if (refused && req.url.split('?', 1)[0] !== '/v1/sys/health') return done(refused);
@@ -103,7 +103,7 @@ export function buildApp(core: Core, opts: AppOptions): FastifyInstance {
     }, done);
   });
 
-  // Callback style: an async hook costs a promise.
+  // The access log line; none at a quieter level (see accessLog), so no hook either.
   if (logAccess) {
     app.addHook('onResponse', (req, reply, done) => {
       logAccess(req.method, req.url, reply.statusCode, reply.elapsedTime);

@@ -170,7 +170,9 @@ describe.each(kinds)('automatic key rotation (%s)', (_name, kind) => {
     }
     await Promise.all(writes);
     await settle(barrier, small);
-    expect(barrier.term).toBeGreaterThanOrEqual(5);
+    // The two by hand and at least one by count (writes sealed while a rotation is under way count towards the
+    // old term, so how many more varies).
+    expect(barrier.term).toBeGreaterThanOrEqual(4);
     const again = await restart();
     // The last term may have reserved up to the threshold: then the restart replaced it.
     expect(again.term - barrier.term).toBeOneOf([0, 1]);
