@@ -1,11 +1,16 @@
 import type { Core } from '../../core/core.ts';
 import type { BackendFactory } from '../../core/framework.ts';
+import { hostInfoPaths } from './host-info.ts';
 import { leasePaths } from './leases.ts';
 import { mountPaths } from './mounts.ts';
 import { policyPaths } from './policies.ts';
-import { statusPaths } from './status.ts';
+import { ClusterIdentity, statusPaths } from './status.ts';
 
-/** The `sys/` backend: control of mounts, policies and leases. */
-export const systemBackend = (core: Core): BackendFactory => () => ({
-  paths: [...statusPaths(core), ...policyPaths(core), ...leasePaths(core), ...mountPaths(core)],
-});
+/** The `sys/` backend: status, control of mounts, policies and leases, and what Vault clients ask of the server. */
+export const systemBackend = (core: Core): BackendFactory => () => {
+  const cluster = new ClusterIdentity(core.systemView);
+  return {
+    paths: [...statusPaths(core, cluster), ...hostInfoPaths(core), ...policyPaths(core), ...leasePaths(core), ...mountPaths(core)],
+    initialize: () => cluster.load(),
+  };
+};
