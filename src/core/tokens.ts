@@ -117,7 +117,12 @@ export class TokenStore {
    * does a token with such an ancestor: revoking a token refuses its whole tree at once, before the tree is walked.
    */
   async lookup(token: string): Promise<TokenEntry | undefined> {
-    const entry = await this.lookupSalted(this.salt(token));
+    return this.lookupLive(this.salt(token));
+  }
+
+  /** `lookup` by salted id, for callers that reach a token through its accessor. */
+  async lookupLive(salted: string): Promise<TokenEntry | undefined> {
+    const entry = await this.lookupSalted(salted);
     if (!entry || !this.#live(entry)) return undefined;
     for (let parent = entry.parent, depth = 0; parent !== ''; depth++) {
       const ancestor = depth < TokenStore.MAX_DEPTH ? await this.lookupSalted(parent) : undefined;

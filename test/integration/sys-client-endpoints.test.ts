@@ -131,3 +131,66 @@ describe('sys/host-info', () => {
     expect((await s.request('GET', 'sys/host-info', { token: await tokenWith('host', 'path "sys/host-info" { capabilities = ["read"] }') })).status).toBe(200);
   });
 });
+
+const READER = `
+path "ldap/static-role/*" { capabilities = ["read", "list"] }
+path "ldap/static-role/secret" { capabilities = ["deny"] }
+`;
+
+describe('sys/capabilities', () => {
+  it('"a token\'s capabilities on each path, in `capabilities` when one path is asked, and copied to the top level"', async () => {
+    const token = await tokenWith('reader', READER);
+    const r = await s.request('POST', 'sys/capabilities', { body: { token, paths: ['ldap/static-role/app', 'ldap/static-role/secret', 'cloud/roles/x'] } });
+    expect(r.status).toBe(200);
+    expect(r.body.data).toEqual({ 'ldap/static-role/app': ['list', 'read'], 'ldap/static-role/secret': ['deny'], 'cloud/roles/x': ['deny'] });
+    expect(r.body['ldap/static-role/app']).toEqual(['list', 'read']);
+    const one = await s.request('POST', 'sys/capabilities', { body: { token, path: 'ldap/static-role/app' } });
+    expect(one.body.data).toEqual({ 'ldap/static-role/app': ['list', 'read'], capabilities: ['list', 'read'] });
+    expect((await s.request('POST', 'sys/capabilities', { body: { token: 'root', paths: 'sys/remount' } })).body.data.capabilities).toEqual(['root']);
+  });
+
+  it('"paths are canonicalised as a request would be: another spelling of a denied name is denied, one no request could use is deny"', async () => {
+    const token = await tokenWith('reader', READER);
+    const r = await s.request('POST', 'sys/capabilities', { body: { token, paths: ['ldap/static-role/SECRET', '/ldap/static-role/Secret', 'ldap/static-role/APP', 'ldap/static-role/a//b', 'ldap/static-role/../x'] } });
+    expect(r.body.data).toEqual({
+      'ldap/static-role/SECRET': ['deny'], '/ldap/static-role/Secret': ['deny'], 'ldap/static-role/APP': ['list', 'read'],
+      'ldap/static-role/a//b': ['deny'], 'ldap/static-role/../x': ['deny'],
+    });
+    // What a request with that spelling meets.
+    expect((await s.request('GET', 'ldap/static-role/SECRET', { token })).status).toBe(403);
+  });
+
+  it('"a missing or unknown token is a 400 naming the field; paths are required"', async () => {
+    expect((await s.request('POST', 'sys/capabilities', { body: { paths: ['x'] } })).body.errors).toEqual(['missing required field "token"']);
+    expect((await s.request('POST', 'sys/capabilities', { body: { token: 'hvs.nothing', paths: ['x'] } })).body.errors).toEqual(['invalid value for field "token": invalid token']);
+    expect((await s.request('POST', 'sys/capabilities', { body: { token: 'root' } })).body.errors).toEqual(['missing required field "paths": paths must be supplied']);
+  });
+});
+
+describe('sys/capabilities-accessor', () => {
+  it('"the capabilities of the token an accessor names, canonicalised the same way"', async () => {
+    const created = (await s.request('POST', 'auth/token/create', { body: { policies: ['reader'] } })).body.auth;
+    await tokenWith('reader', READER);
+    const r = await s.request('POST', 'sys/capabilities-accessor', { body: { accessor: created.accessor, paths: ['ldap/static-role/App', 'ldap/static-role/Secret'] } });
+    expect(r.body.data).toEqual({ 'ldap/static-role/App': ['list', 'read'], 'ldap/static-role/Secret': ['deny'] });
+  });
+
+  it('"an unknown accessor, or one whose token was revoked, is a 400 naming the field"', async () => {
+    const created = (await s.request('POST', 'auth/token/create', { body: { policies: ['reader'] } })).body.auth;
+    expect((await s.request('POST', 'auth/token/revoke-accessor', { body: { accessor: created.accessor } })).status).toBe(204);
+    for (const accessor of [created.accessor, 'nothing']) {
+      const r = await s.request('POST', 'sys/capabilities-accessor', { body: { accessor, paths: ['x'] } });
+      expect(r.status).toBe(400);
+      expect(r.body.errors).toEqual(['invalid value for field "accessor": invalid accessor']);
+    }
+  });
+});
+
+describe('sys/capabilities-self', () => {
+  it('"the calling token\'s capabilities, canonicalised as requests are (allowed by the default policy)"', async () => {
+    const token = await tokenWith('reader', READER);
+    const r = await s.request('POST', 'sys/capabilities-self', { token, body: { paths: ['ldap/static-role/SECRET', 'ldap/static-role/app'] } });
+    expect(r.status).toBe(200);
+    expect(r.body.data).toEqual({ 'ldap/static-role/SECRET': ['deny'], 'ldap/static-role/app': ['list', 'read'] });
+  });
+});

@@ -1,5 +1,6 @@
 import type { Core } from '../../core/core.ts';
 import type { BackendFactory } from '../../core/framework.ts';
+import { capabilitiesPaths } from './capabilities.ts';
 import { hostInfoPaths } from './host-info.ts';
 import { leasePaths } from './leases.ts';
 import { mountPaths } from './mounts.ts';
@@ -10,7 +11,7 @@ import { ClusterIdentity, statusPaths } from './status.ts';
 export const systemBackend = (core: Core): BackendFactory => () => {
   const cluster = new ClusterIdentity(core.systemView);
   return {
-    paths: [...statusPaths(core, cluster), ...hostInfoPaths(core), ...policyPaths(core), ...leasePaths(core), ...mountPaths(core)],
+    paths: [...statusPaths(core, cluster), ...hostInfoPaths(core), ...policyPaths(core), ...capabilitiesPaths(core), ...leasePaths(core), ...mountPaths(core)],
     initialize: () => cluster.load(),
   };
 };

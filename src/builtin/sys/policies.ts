@@ -88,21 +88,5 @@ export function policyPaths(core: Core): PathDefinition[] {
         delete: async (req) => store.deletePassword(req.params.name),
       },
     }),
-    definePath({
-      pattern: 'capabilities-self',
-      description: 'The calling token\'s capabilities on the given paths.',
-      fields: { paths: field.commaList('Paths to check.'), path: field.commaList('Deprecated alias of paths.') },
-      operations: {
-        update: async (req) => {
-          const paths = [...(req.data.paths ?? []), ...(req.data.path ?? [])];
-          if (paths.length === 0) throw new BadRequestError('missing required field "paths": paths must be supplied');
-          const acl = await store.aclFor(req.caller?.policies ?? []);
-          const data: Record<string, unknown> = {};
-          for (const p of paths) data[p] = acl.capabilities(p.replace(/^\//, ''));
-          if (paths.length === 1) data.capabilities = data[paths[0]];
-          return { data };
-        },
-      },
-    }),
   ];
 }
