@@ -335,14 +335,16 @@ export class Core {
     for (const k in input) if (input[k] === null) delete input[k];
 
     const unauthenticated = (match?.def.unauthenticated ?? false) || UNAUTHENTICATED_SYS.has(path);
+    const presented = req.token ? await this.tokens.lookup(req.token) : undefined;
+    // A token bound to networks is refused outside them on every use, not only where it was issued.
+    const usable = presented && (presented.boundCidrs.length === 0 || addressInCidrs(req.remoteAddress, presented.boundCidrs)) ? presented : undefined;
+    // On an unauthenticated path a token still says who asks (sys/internal/ui/mounts answers by its policies): the
+    // ACL does not judge the request, no use is counted, and an unusable token is as good as none.
+    const caller: CallerInfo | undefined = usable && { clientToken: req.token!, accessor: usable.accessor, entityId: usable.entityId, displayName: usable.displayName, policies: usable.policies };
     let token: TokenEntry | undefined;
-    let caller: CallerInfo | undefined;
     if (!unauthenticated) {
-      token = req.token ? await this.tokens.lookup(req.token) : undefined;
-      if (!token) throw new PermissionDeniedError();
-      // A token bound to networks is refused outside them on every use, not only where it was issued.
-      if (token.boundCidrs.length > 0 && !addressInCidrs(req.remoteAddress, token.boundCidrs)) throw new PermissionDeniedError();
-      caller = { clientToken: req.token!, accessor: token.accessor, entityId: token.entityId, displayName: token.displayName, policies: token.policies };
+      if (!usable) throw new PermissionDeniedError();
+      token = usable;
     }
     const acl = token ? await this.policies.aclFor(token.policies) : undefined;
 

@@ -194,3 +194,45 @@ describe('sys/capabilities-self', () => {
     expect(r.body.data).toEqual({ 'ldap/static-role/SECRET': ['deny'], 'ldap/static-role/app': ['list', 'read'] });
   });
 });
+
+describe('sys/internal/ui/mounts', () => {
+  it('"without a token only mounts tuned listing_visibility=unauth are listed (none here)"', async () => {
+    const r = await s.request('GET', 'sys/internal/ui/mounts', { token: null });
+    expect(r.status).toBe(200);
+    expect(r.body.data).toEqual({ secret: {}, auth: {} });
+  });
+
+  it('"with a token: the mounts it has any capability below, with their full info, and no grant on this path needed"', async () => {
+    const token = await tokenWith('reader', READER);
+    const r = await s.request('GET', 'sys/internal/ui/mounts', { token });
+    expect(r.status).toBe(200);
+    const mounts = (await s.request('GET', 'sys/mounts')).body.data;
+    expect(r.body.data.secret['ldap/']).toEqual(mounts['ldap/']);
+    expect(r.body.data.secret).not.toHaveProperty('cloud/');
+    // The default policy's own paths make sys/, identity/ and auth/token/ usable.
+    expect(Object.keys(r.body.data.secret).sort()).toEqual(['identity/', 'ldap/', 'sys/']);
+    expect(Object.keys(r.body.data.auth)).toEqual(['token/']);
+    const root = await s.request('GET', 'sys/internal/ui/mounts');
+    expect(Object.keys(root.body.data.secret).sort()).toEqual(Object.keys(mounts).sort());
+    expect(Object.keys(root.body.data.auth).sort()).toEqual(Object.keys((await s.request('GET', 'sys/auth')).body.data).sort());
+  });
+});
+
+describe('sys/internal/ui/mounts/:path', () => {
+  it('"the mount a path belongs to, with its path and type, for a token with access below it"', async () => {
+    const token = await tokenWith('reader', READER);
+    const r = await s.request('GET', 'sys/internal/ui/mounts/ldap/static-role/app', { token });
+    expect(r.status).toBe(200);
+    expect(r.body.data).toMatchObject({ path: 'ldap/', type: 'ldap', accessor: expect.stringMatching(/^ldap_/), options: {} });
+    expect((await s.request('GET', 'sys/internal/ui/mounts/auth/token/lookup-self', { token })).body.data).toMatchObject({ path: 'auth/token/', type: 'token' });
+  });
+
+  it('"403 with one message for a mount without access, an unknown mount, or no token"', async () => {
+    const token = await tokenWith('reader', READER);
+    for (const [path, t] of [['cloud/roles/x', token], ['nothing/here', token], ['ldap/static-role/app', null]] as const) {
+      const r = await s.request('GET', `sys/internal/ui/mounts/${path}`, { token: t });
+      expect(r.status, path).toBe(403);
+      expect(r.body.errors, path).toEqual([`preflight capability check returned 403, please ensure client's policies grant access to path "${path}"`]);
+    }
+  });
+});

@@ -6,12 +6,13 @@ import { leasePaths } from './leases.ts';
 import { mountPaths } from './mounts.ts';
 import { policyPaths } from './policies.ts';
 import { ClusterIdentity, statusPaths } from './status.ts';
+import { uiMountPaths } from './ui-mounts.ts';
 
 /** The `sys/` backend: status, control of mounts, policies and leases, and what Vault clients ask of the server. */
 export const systemBackend = (core: Core): BackendFactory => () => {
   const cluster = new ClusterIdentity(core.systemView);
   return {
-    paths: [...statusPaths(core, cluster), ...hostInfoPaths(core), ...policyPaths(core), ...capabilitiesPaths(core), ...leasePaths(core), ...mountPaths(core)],
+    paths: [...statusPaths(core, cluster), ...hostInfoPaths(core), ...policyPaths(core), ...capabilitiesPaths(core), ...leasePaths(core), ...mountPaths(core), ...uiMountPaths(core)],
     initialize: () => cluster.load(),
   };
 };
