@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { Barrier } from './barrier.ts';
 import type { Clock } from './clock.ts';
-import { BadRequestError, NotFoundError, PermissionDeniedError, SealedError, StrongroomError, UnsupportedOperationError } from './errors.ts';
+import { BadRequestError, ConflictError, NotFoundError, PermissionDeniedError, SealedError, StrongroomError, UnsupportedOperationError } from './errors.ts';
 import { validateFields, type Fields } from './fields.ts';
 import { addressInCidrs } from '../lib/cidr.ts';
 import { refuseReservedAtIssue } from './policy/reserved.ts';
@@ -188,6 +188,7 @@ export class Core {
   async disableMount(fullPath: string): Promise<void> {
     const entry = this.mounts.get(fullPath);
     if (!entry) return;
+    if (this.#disabling.has(fullPath)) throw new ConflictError(`the mount "${fullPath}" is already being disabled or moved`);
     const marker = this.#disablingKey(fullPath);
     await this.systemView.put(marker, Buffer.alloc(0));
     this.#disabling.add(fullPath);
@@ -216,6 +217,51 @@ export class Core {
     await this.mounts.remove(fullPath);
     this.#disabling.delete(fullPath);
     await this.systemView.delete(marker);
+  }
+
+  /**
+   * Moves a mount to another path (sys/remount), keeping its storage (keyed by its uuid), config, leases and login
+   * tokens. The mount is marked as for a disable, so its requests are refused and nothing new attaches to it; lease
+   * operations are held while its leases (renamed below `to`), its tokens' creation paths and the mount table change
+   * in one commit; then its backend starts again at the new path.
+   */
+  async remountMount(from: string, to: string): Promise<MountEntry> {
+    this.mounts.checkMove(from, to);
+    const entry = this.mounts.get(from)!;
+    if (this.#disabling.has(from)) throw new ConflictError(`invalid value for field "from": the mount "${from}" is being disabled or moved`);
+    const marker = this.#disablingKey(from);
+    await this.systemView.put(marker, Buffer.alloc(0));
+    this.#disabling.add(from);
+    try {
+      return await this.leases.exclusive(async () => {
+        const mounted = this.#mounted.get(entry.uuid);
+        mounted?.stopPeriodic?.();
+        await mounted?.backend.cleanup?.();
+        let moved: MountEntry | undefined;
+        try {
+          // A concurrent token use or mount table change fails the guarded commit: prepare again from what is stored.
+          for (let attempt = 1; !moved; attempt++) {
+            const table = await this.mounts.prepareMove(from, to);
+            const leases = await this.leases.prepareMove(from, to);
+            const tokenPaths = await this.tokens.prepareRepath(leases.tokens, from, to);
+            try {
+              await this.systemView.commit([table.write, leases.write, tokenPaths]);
+              moved = table.entry;
+              this.logger.info({ from, to, leases: leases.count, tokens: leases.tokens.length }, 'mount moved');
+            } catch (err) {
+              if (!(err instanceof GuardError) || attempt === 3) throw err;
+            }
+          }
+        } finally {
+          // Moved or not, the backend runs again wherever the table now has it.
+          await this.#instantiate(moved ?? entry);
+        }
+        return moved;
+      });
+    } finally {
+      this.#disabling.delete(from);
+      await this.systemView.delete(marker);
+    }
   }
 
   /** Mounts being disabled: their requests are refused from the moment the disable starts. */

@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import type { Logger } from 'pino';
@@ -24,9 +25,11 @@ export const leaseEntrySchema = z.object({
   nextAttempt: z.number().default(0),
   irrevocable: z.boolean().default(false),
   revokeError: z.string().default(''),
+  /** The id the lease was issued under, once a remount has moved it (see `prepareMove`); empty until then. */
+  issuedAs: z.string().default(''),
 });
 export type LeaseEntry = z.infer<typeof leaseEntrySchema>;
-export type NewLease = Omit<LeaseEntry, 'attempts' | 'nextAttempt' | 'irrevocable' | 'revokeError' | 'lastRenewal'>;
+export type NewLease = Omit<LeaseEntry, 'attempts' | 'nextAttempt' | 'irrevocable' | 'revokeError' | 'lastRenewal' | 'issuedAs'>;
 
 export interface LeaseManagerDeps {
   view: StorageView;
@@ -65,6 +68,13 @@ export class LeaseManager {
   readonly #expiryQueue: string[] = [];
   #stopScan: (() => void) | undefined;
   #stopped = false;
+  /** Lease operations under way (renew, extend, revoke, recording a failure), which a move waits for. */
+  #active = 0;
+  #drained: (() => void) | undefined;
+  /** The move under way (`exclusive`), which new lease operations wait for. */
+  #moving: Promise<void> | undefined;
+  /** Set inside a lease operation: what it does in turn (a token's revocation revoking its leases) is part of it. */
+  readonly #inside = new AsyncLocalStorage<true>();
 
   constructor(deps: LeaseManagerDeps) {
     this.#d = deps;
@@ -100,17 +110,27 @@ export class LeaseManager {
 
   /** A lease and the writes that store it, for committing together with what it belongs to (a token). */
   prepare(entry: NewLease): { lease: LeaseEntry; write: PreparedWrite } {
-    const full: LeaseEntry = { ...entry, attempts: 0, nextAttempt: 0, irrevocable: false, revokeError: '', lastRenewal: 0 };
-    const ops = [
-      { type: 'put' as const, key: `id/${full.id}`, value: Buffer.from(JSON.stringify(full)) },
-      { type: 'put' as const, key: `time/${bucketName(full.expireTime)}/${leaseKey(full.id)}`, value: Buffer.from(full.id) },
-    ];
-    if (full.tokenSalted && full.kind === 'secret') ops.push({ type: 'put', key: `token/${full.tokenSalted}/${leaseKey(full.id)}`, value: Buffer.from(full.id) });
-    return { lease: full, write: { ops: this.#d.view.qualify(ops), conditions: this.#d.guards(entry), committed: () => this.#armIfSoon(full) } };
+    const full: LeaseEntry = { ...entry, attempts: 0, nextAttempt: 0, irrevocable: false, revokeError: '', lastRenewal: 0, issuedAs: '' };
+    return { lease: full, write: { ops: this.#d.view.qualify(this.#records(full)), conditions: this.#d.guards(entry), committed: () => this.#armIfSoon(full) } };
   }
 
+  /** The record of a lease and its index entries (expiry time, issuing token, the id it was issued under). */
+  #records(entry: LeaseEntry): StorageOp[] {
+    const ops: StorageOp[] = [{ type: 'put', key: `id/${entry.id}`, value: Buffer.from(JSON.stringify(entry)) }];
+    // An irrevocable lease waits for an operator, not a time (see #failed).
+    if (!entry.irrevocable) ops.push({ type: 'put', key: `time/${bucketName(this.#dueAt(entry))}/${leaseKey(entry.id)}`, value: Buffer.from(entry.id) });
+    if (entry.tokenSalted && entry.kind === 'secret') ops.push({ type: 'put', key: `token/${entry.tokenSalted}/${leaseKey(entry.id)}`, value: Buffer.from(entry.id) });
+    if (entry.issuedAs) ops.push({ type: 'put', key: `moved/${leaseKey(entry.issuedAs)}`, value: Buffer.from(entry.id) });
+    return ops;
+  }
+
+  /** A lease by its id, or by the id it was issued under before a remount moved it. */
   async get(id: string): Promise<LeaseEntry | undefined> {
-    return this.#d.view.getJson(`id/${id}`, (raw) => leaseEntrySchema.parse(raw));
+    const entry = await this.#d.view.getJson(`id/${id}`, (raw) => leaseEntrySchema.parse(raw));
+    if (entry) return entry;
+    const current = (await this.#d.view.get(`moved/${leaseKey(id)}`))?.toString();
+    const moved = current === undefined ? undefined : await this.#d.view.getJson(`id/${current}`, (raw) => leaseEntrySchema.parse(raw));
+    return moved?.issuedAs === id ? moved : undefined;
   }
 
   /**
@@ -164,7 +184,11 @@ export class LeaseManager {
   }
 
   /** Renews a secret lease; the increment is capped by the mount's and the engine's max TTL. */
-  async renew(id: string, increment: number): Promise<LeaseEntry> {
+  renew(id: string, increment: number): Promise<LeaseEntry> {
+    return this.#operation(() => this.#renew(id, increment));
+  }
+
+  async #renew(id: string, increment: number): Promise<LeaseEntry> {
     const entry = await this.get(id);
     const now = this.#d.clock.now();
     if (!entry) throw new BadRequestError('invalid lease');
@@ -183,18 +207,22 @@ export class LeaseManager {
   }
 
   /** Moves a token lease's expiry (token renewals). */
-  async extend(id: string, expireTime: number): Promise<void> {
-    const entry = await this.get(id);
-    if (entry) await this.#reschedule(entry, { ...entry, expireTime, lastRenewal: this.#d.clock.now() });
+  extend(id: string, expireTime: number): Promise<void> {
+    return this.#operation(async () => {
+      const entry = await this.get(id);
+      if (entry) await this.#reschedule(entry, { ...entry, expireTime, lastRenewal: this.#d.clock.now() });
+    });
   }
 
   /** Revokes now; throws if the engine fails (unless force, which deletes the record anyway). */
-  async revoke(id: string, opts: { force?: boolean } = {}): Promise<void> {
-    const running = this.#inFlight.get(id);
-    if (running) return running;
-    const job = this.#revokeNow(id, opts.force ?? false).finally(() => this.#inFlight.delete(id));
-    this.#inFlight.set(id, job);
-    return job;
+  revoke(id: string, opts: { force?: boolean } = {}): Promise<void> {
+    return this.#operation(() => {
+      const running = this.#inFlight.get(id);
+      if (running) return running;
+      const job = this.#revokeNow(id, opts.force ?? false).finally(() => this.#inFlight.delete(id));
+      this.#inFlight.set(id, job);
+      return job;
+    });
   }
 
   /** Deletes the lease record without calling the engine (it already undid the secret). */
@@ -266,22 +294,24 @@ export class LeaseManager {
   }
 
   /** Backoff base·2^attempt with ±50% jitter; after maxAttempts the lease turns irrevocable and stays visible. */
-  async #failed(id: string, err: unknown): Promise<void> {
-    const entry = await this.get(id);
-    if (!entry) return;
-    const attempts = entry.attempts + 1;
-    const message = errorText(err).slice(0, 240);
-    this.#d.logger.warn({ lease_id: id, attempts, err: message }, 'lease revocation failed');
-    if (attempts >= this.#d.retry.maxAttempts) {
-      const updated = { ...entry, attempts, irrevocable: true, revokeError: `out of retries: ${message}` };
-      await this.#d.view.transaction([
-        { type: 'put', key: `id/${id}`, value: Buffer.from(JSON.stringify(updated)) },
-        { type: 'delete', key: `time/${bucketName(this.#dueAt(entry))}/${leaseKey(id)}` },
-      ]);
-      return;
-    }
-    const delay = this.#d.retry.baseDelayMs * 2 ** attempts * (0.5 + Math.random());
-    await this.#reschedule(entry, { ...entry, attempts, nextAttempt: this.#d.clock.now() + delay, revokeError: message });
+  #failed(id: string, err: unknown): Promise<void> {
+    return this.#operation(async () => {
+      const entry = await this.get(id);
+      if (!entry) return;
+      const attempts = entry.attempts + 1;
+      const message = errorText(err).slice(0, 240);
+      this.#d.logger.warn({ lease_id: entry.id, attempts, err: message }, 'lease revocation failed');
+      if (attempts >= this.#d.retry.maxAttempts) {
+        const updated = { ...entry, attempts, irrevocable: true, revokeError: `out of retries: ${message}` };
+        await this.#d.view.transaction([
+          { type: 'put', key: `id/${entry.id}`, value: Buffer.from(JSON.stringify(updated)) },
+          { type: 'delete', key: `time/${bucketName(this.#dueAt(entry))}/${leaseKey(entry.id)}` },
+        ]);
+        return;
+      }
+      const delay = this.#d.retry.baseDelayMs * 2 ** attempts * (0.5 + Math.random());
+      await this.#reschedule(entry, { ...entry, attempts, nextAttempt: this.#d.clock.now() + delay, revokeError: message });
+    });
   }
 
   #dueAt(entry: LeaseEntry): number {
@@ -309,6 +339,7 @@ export class LeaseManager {
       { type: 'delete', key: `time/${bucketName(this.#dueAt(entry))}/${leaseKey(entry.id)}` },
     ];
     if (entry.tokenSalted && entry.kind === 'secret') ops.push({ type: 'delete', key: `token/${entry.tokenSalted}/${leaseKey(entry.id)}` });
+    if (entry.issuedAs) ops.push({ type: 'delete', key: `moved/${leaseKey(entry.issuedAs)}` });
     return ops;
   }
 
@@ -322,7 +353,8 @@ export class LeaseManager {
     const due = this.#dueAt(entry);
     if (due > this.#d.clock.now() + HORIZON_MS && due >= this.#loadedUntil) return;
     this.#timers.get(entry.id)?.();
-    this.#timers.set(entry.id, this.#d.clock.setTimer(due - this.#d.clock.now(), () => this.#expire(entry.id)));
+    // Outside any operation's context: the expiry is an operation of its own, which a move must wait for.
+    this.#timers.set(entry.id, this.#inside.exit(() => this.#d.clock.setTimer(due - this.#d.clock.now(), () => this.#expire(entry.id))));
   }
 
   /** Arms timers for every index bucket up to now + horizon that has not been loaded yet. */
@@ -341,8 +373,69 @@ export class LeaseManager {
     this.#loadedUntil = (Number(limit) + 1) * BUCKET_MS;
   }
 
+  /** Engines see a lease by the id it was issued under, the one they may have recorded (`req.leaseId`). */
   #view(entry: LeaseEntry, increment: number): LeaseView {
-    return { id: entry.id, issueTime: entry.issueTime, expireTime: entry.expireTime, internal: entry.internal, increment };
+    return { id: entry.issuedAs || entry.id, issueTime: entry.issueTime, expireTime: entry.expireTime, internal: entry.internal, increment };
+  }
+
+  // ---- moving a mount's leases (sys/remount) -------------------------------------------------------
+
+  /** Runs a lease operation; while a move is under way it waits for the move to end. */
+  async #operation<T>(fn: () => Promise<T>): Promise<T> {
+    if (this.#inside.getStore()) return fn();
+    while (this.#moving) await this.#moving;
+    this.#active++;
+    try {
+      return await this.#inside.run(true, fn);
+    } finally {
+      if (--this.#active === 0) this.#drained?.();
+    }
+  }
+
+  /**
+   * Runs `fn` once no lease operation is under way, holding new ones until it ends, so the leases it moves
+   * cannot be renewed, revoked or recorded as failed under their old ids meanwhile. `fn` must not wait for a
+   * lease operation itself.
+   */
+  async exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    while (this.#moving) await this.#moving;
+    let release!: () => void;
+    this.#moving = new Promise<void>((resolve) => (release = resolve));
+    try {
+      if (this.#active > 0) await new Promise<void>((resolve) => (this.#drained = resolve));
+      this.#drained = undefined;
+      return await fn();
+    } finally {
+      this.#moving = undefined;
+      release();
+    }
+  }
+
+  /**
+   * The writes that move every lease under the mount path `from` to the same path under `to`, for committing with
+   * the mount table (call inside `exclusive`). A moved lease keeps the id it was issued under (`issuedAs`), by which
+   * `get` still finds it and its engine still knows it. Also names the tokens whose leases moved (logins at `from`).
+   */
+  async prepareMove(from: string, to: string): Promise<{ write: PreparedWrite; tokens: string[]; count: number }> {
+    const ops: StorageOp[] = [];
+    const moves: Array<{ before: LeaseEntry; after: LeaseEntry }> = [];
+    for (const id of await this.idsUnder(from)) {
+      const before = await this.get(id);
+      if (!before) continue;
+      const after: LeaseEntry = { ...before, id: to + before.id.slice(from.length), mountPath: before.mountPath === from ? to : before.mountPath, issuedAs: before.issuedAs || before.id };
+      const puts = this.#records(after);
+      const rewritten = new Set(puts.map((op) => op.key));
+      ops.push(...this.#deletion(before).filter((op) => !rewritten.has(op.key)), ...puts);
+      moves.push({ before, after });
+    }
+    const committed = () => {
+      for (const { before, after } of moves) {
+        this.#disarm(before.id);
+        this.#armIfSoon(after);
+      }
+    };
+    const tokens = moves.filter(({ before }) => before.kind === 'token').map(({ before }) => before.tokenSalted);
+    return { write: { ops: this.#d.view.qualify(ops), committed }, tokens, count: moves.length };
   }
 }
 

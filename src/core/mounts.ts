@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { BadRequestError, ConflictError, PermissionDeniedError } from './errors.ts';
 import { newUuid, randomHex } from './ids.ts';
 import type { Barrier } from './barrier.ts';
+import type { PreparedWrite } from './storage/view.ts';
 
 /** One row of the mount table; secrets engines live at `<path>`, auth methods at `auth/<path>`. */
 export const mountEntrySchema = z.object({
@@ -27,11 +28,12 @@ const TABLE_KEY = 'core/mounts';
 const PROTECTED = ['sys/', 'auth/', 'audit/', 'cubbyhole/', 'identity/'];
 const SINGLETONS = new Set(['system', 'token', 'identity']);
 
-export function normalizeMountPath(path: string): string {
+/** `fieldName` is the request field the path came in, for the message (sys/remount has two). */
+export function normalizeMountPath(path: string, fieldName = 'path'): string {
   const p = path.replace(/^\/+/, '').replace(/\/+$/, '');
-  if (p === '') throw new BadRequestError('invalid value for field "path": a mount path must not be empty');
+  if (p === '') throw new BadRequestError(`invalid value for field "${fieldName}": a mount path must not be empty`);
   if (!/^[\w.\-/]+$/.test(p) || p.split('/').some((s) => s === '' || s === '.' || s === '..')) {
-    throw new BadRequestError(`invalid value for field "path": "${p}" may only hold letters, digits, "_", "-", "." and "/" separated segments`);
+    throw new BadRequestError(`invalid value for field "${fieldName}": "${p}" may only hold letters, digits, "_", "-", "." and "/" separated segments`);
   }
   return `${p}/`;
 }
@@ -83,6 +85,46 @@ export class MountTable {
     do accessor = `${cls === 'auth' ? 'auth_' : ''}${type}_${randomHex(4)}`;
     while (this.#entries.some((e) => e.accessor === accessor));
     return { path: fullPath, type, class: cls, description, accessor, uuid: newUuid(), local: false, options: {}, config };
+  }
+
+  /**
+   * The entry the mount at `from` becomes at `to` (sys/remount), or the reason it cannot move. A built-in mount (sys/,
+   * identity/, auth/token/) never moves; the destination follows the rules of a new mount of the same class and may
+   * not overlap any mount, the moving one included.
+   */
+  checkMove(from: string, to: string): MountEntry {
+    const current = this.get(from);
+    if (!current) throw new BadRequestError(`invalid value for field "from": no mount at "${from}"`);
+    if (SINGLETONS.has(current.type)) throw new BadRequestError(`invalid value for field "from": "${from}" is a built-in mount and cannot be moved`);
+    const cls = to.startsWith('auth/') ? 'auth' : 'secret';
+    if (cls !== current.class) {
+      throw new BadRequestError(`invalid value for field "to": ${current.class === 'auth' ? 'an auth method moves to another auth/ path' : 'a secrets engine cannot move under auth/'}`);
+    }
+    const relative = cls === 'auth' ? to.slice('auth/'.length) : to;
+    if (cls === 'secret' ? PROTECTED.some((p) => relative.startsWith(p) || p.startsWith(relative)) : relative === 'token/') {
+      throw new BadRequestError(`invalid value for field "to": "${to}" is a protected path`);
+    }
+    const taken = this.#entries.find((e) => e.path.startsWith(to) || to.startsWith(e.path));
+    if (taken) throw new ConflictError(`invalid value for field "to": path is already in use at ${taken.path}`);
+    return { ...current, path: to };
+  }
+
+  /** The table write that moves a mount (see checkMove), guarded on the table as stored now. */
+  async prepareMove(from: string, to: string): Promise<{ entry: MountEntry; write: PreparedWrite }> {
+    const moved = this.checkMove(from, to);
+    const table = this.#entries.map((e) => (e.path === from ? moved : e));
+    // Another table change landing after this read would be lost: the commit fails and the move is prepared again.
+    const stored = await this.#barrier.get(TABLE_KEY);
+    return {
+      entry: moved,
+      write: {
+        ops: [{ type: 'put', key: TABLE_KEY, value: Buffer.from(JSON.stringify(table)) }],
+        conditions: [{ key: TABLE_KEY, expected: stored }],
+        committed: () => {
+          this.#entries = this.#entries.map((e) => (e.path === from ? moved : e));
+        },
+      },
+    };
   }
 
   async add(entry: MountEntry): Promise<void> {

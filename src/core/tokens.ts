@@ -2,7 +2,7 @@ import { createHmac, randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { setBounded } from './bounded-map.ts';
 import { randomBase62 } from './ids.ts';
-import type { StorageCondition } from './storage/types.ts';
+import type { StorageCondition, StorageOp } from './storage/types.ts';
 import type { PreparedWrite, StorageView } from './storage/view.ts';
 import type { Clock } from './clock.ts';
 
@@ -206,6 +206,27 @@ export class TokenStore {
     const entry = await this.lookupSalted(child);
     await this.#view.delete(`parent/${parent}/${child}`);
     if (entry) await this.save({ ...entry, parent: '' });
+  }
+
+  /**
+   * The writes that move the creation path of these tokens from below `from` to below `to` (sys/remount moving the
+   * auth method that logged them in), each guarded on the entry as read: a revocation mark or a use counted
+   * meanwhile is never overwritten (the commit fails and the move is prepared again).
+   */
+  async prepareRepath(salted: string[], from: string, to: string): Promise<PreparedWrite> {
+    const ops: StorageOp[] = [];
+    const conditions: StorageCondition[] = [];
+    const updated: TokenEntry[] = [];
+    for (const id of salted) {
+      const raw = await this.#view.get(`id/${id}`);
+      const entry = raw && tokenEntrySchema.parse(JSON.parse(raw.toString('utf8')));
+      if (!entry || !entry.path.startsWith(from)) continue;
+      const next = { ...entry, path: to + entry.path.slice(from.length) };
+      ops.push({ type: 'put', key: `id/${id}`, value: Buffer.from(JSON.stringify(next)) });
+      conditions.push({ key: `${this.#view.prefix}id/${id}`, expected: raw });
+      updated.push(next);
+    }
+    return { ops: this.#view.qualify(ops), conditions, committed: () => updated.forEach((e) => this.#remember(e.salted, e)) };
   }
 
   async accessors(): Promise<string[]> {

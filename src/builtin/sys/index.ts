@@ -5,6 +5,7 @@ import { hostInfoPaths } from './host-info.ts';
 import { leasePaths } from './leases.ts';
 import { mountPaths } from './mounts.ts';
 import { policyPaths } from './policies.ts';
+import { remountPaths } from './remount.ts';
 import { ClusterIdentity, statusPaths } from './status.ts';
 import { uiMountPaths } from './ui-mounts.ts';
 
@@ -12,7 +13,10 @@ import { uiMountPaths } from './ui-mounts.ts';
 export const systemBackend = (core: Core): BackendFactory => () => {
   const cluster = new ClusterIdentity(core.systemView);
   return {
-    paths: [...statusPaths(core, cluster), ...hostInfoPaths(core), ...policyPaths(core), ...capabilitiesPaths(core), ...leasePaths(core), ...mountPaths(core), ...uiMountPaths(core)],
+    paths: [
+      ...statusPaths(core, cluster), ...hostInfoPaths(core), ...policyPaths(core), ...capabilitiesPaths(core), ...leasePaths(core),
+      ...remountPaths(core), ...mountPaths(core), ...uiMountPaths(core),
+    ],
     initialize: () => cluster.load(),
   };
 };
