@@ -229,6 +229,26 @@ export class TokenStore {
     return { ops: this.#view.qualify(ops), conditions, committed: () => updated.forEach((e) => this.#remember(e.salted, e)) };
   }
 
+  /**
+   * Removes index entries whose token is gone (auth/token/tidy): accessor entries, parent index entries of a
+   * missing child and revocation markers. Token writes keep them together, so these are leftovers of a crash or an
+   * older version; each delete is guarded on the token still being absent.
+   */
+  async tidy(): Promise<{ accessors: number; parents: number; revoking: number }> {
+    const remove = async (key: string, salted: string): Promise<boolean> =>
+      (await this.#view.get(`id/${salted}`)) === undefined && this.#view.transaction([{ type: 'delete', key }], [{ key: `id/${salted}`, expected: undefined }]);
+    const counts = { accessors: 0, parents: 0, revoking: 0 };
+    for (const key of await this.#view.list('accessor/')) {
+      const salted = (await this.#view.get(`accessor/${key}`))?.toString();
+      if (salted !== undefined && (await remove(`accessor/${key}`, salted))) counts.accessors++;
+    }
+    for (const parent of await this.#view.list('parent/')) {
+      for (const child of await this.#view.list(`parent/${parent}`)) if (await remove(`parent/${parent}${child}`, child)) counts.parents++;
+    }
+    for (const salted of await this.#view.list('revoking/')) if (await remove(`revoking/${salted}`, salted)) counts.revoking++;
+    return counts;
+  }
+
   async accessors(): Promise<string[]> {
     const out: string[] = [];
     for (const key of await this.#view.list('id/')) {
