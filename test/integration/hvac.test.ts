@@ -73,30 +73,40 @@ describe.skipIf(!python)(python ? 'hvac 0.11' : `hvac 0.11: skipped, ${INSTALL}`
   });
 
   describe('sys/mounts and sys/auth', () => {
-    it('"enable, list, tune, disable": a secrets engine and an auth method through hvac\'s sys methods', async () => {
+    it('"enable, list, tune, move, disable": a secrets engine and an auth method through hvac\'s sys methods (the UI listing through read)', async () => {
       const out = await run(`
 out = {}
 client.sys.enable_secrets_engine("ldap", path="ldap-hvac", description="by hvac", config={"default_lease_ttl": "1h", "max_lease_ttl": "4h"})
 out["listed"] = client.sys.list_mounted_secrets_engines()["data"]["ldap-hvac/"]
 client.sys.tune_mount_configuration("ldap-hvac", default_lease_ttl="30m", max_lease_ttl="2h", description="tuned by hvac")
 out["tuned"] = client.sys.read_mount_configuration("ldap-hvac")["data"]
-client.sys.disable_secrets_engine("ldap-hvac")
-out["mounted_after_disable"] = "ldap-hvac/" in client.sys.list_mounted_secrets_engines()["data"]
+client.write("ldap-hvac/config", **ctx["config"])
+migration = client.sys.move_backend("ldap-hvac", "ldap-moved")["data"]["migration_id"]
+out["remount_status"] = client.read("sys/remount/status/" + migration)["data"]["migration_info"]
+mounts = client.sys.list_mounted_secrets_engines()["data"]
+out["moved"] = {"from_listed": "ldap-hvac/" in mounts, "to": mounts["ldap-moved/"], "config": client.read("ldap-moved/config")["data"]}
+out["ui_mounts"] = sorted(client.read("sys/internal/ui/mounts")["data"]["secret"])
+out["ui_mount"] = client.read("sys/internal/ui/mounts/ldap-moved/static-role/app")["data"]
+client.sys.disable_secrets_engine("ldap-moved")
+out["mounted_after_disable"] = "ldap-moved/" in client.sys.list_mounted_secrets_engines()["data"]
 client.sys.enable_auth_method("cloud", path="cloud-hvac", description="auth by hvac")
 out["auth_listed"] = client.sys.list_auth_methods()["data"]["cloud-hvac/"]
 client.sys.disable_auth_method("cloud-hvac")
 out["auth_after_disable"] = "cloud-hvac/" in client.sys.list_auth_methods()["data"]
 emit(out)
-`);
+`, { config: ouConfig(facts, ou) });
       expect(out.listed).toMatchObject({ type: 'ldap', description: 'by hvac', config: { default_lease_ttl: 3600, max_lease_ttl: 14400 } });
       expect(out.tuned).toMatchObject({ default_lease_ttl: 1800, max_lease_ttl: 7200, description: 'tuned by hvac' });
+      expect(out.remount_status).toMatchObject({ source_mount: 'ldap-hvac/', target_mount: 'ldap-moved/', status: 'success' });
+      expect(out.moved).toMatchObject({ from_listed: false, to: { type: 'ldap', description: 'tuned by hvac' }, config: { url: facts.url, binddn: ou.engine.dn } });
+      expect(out.ui_mounts).toEqual(expect.arrayContaining(['cloud/', 'ldap/', 'ldap-moved/']));
+      expect(out.ui_mount).toMatchObject({ path: 'ldap-moved/', type: 'ldap' });
       expect(out.mounted_after_disable).toBe(false);
       expect(out.auth_listed).toMatchObject({ type: 'cloud', description: 'auth by hvac' });
       expect(out.auth_after_disable).toBe(false);
     });
 
     it.todo('"Vault\'s type names": enable_secrets_engine("azure") and ("openldap"), enable_auth_method("azure") mount cloud and ldap (needs the core to map the type names; see vault-aliases.test.ts)');
-    it.todo('sys/remount and sys/internal/ui/mounts through hvac (sys.move_backend; generic read), once the server has them');
   });
 
   describe('sys/policy', () => {

@@ -56,14 +56,23 @@ describe('an unmodified Vault client (node-vault) drives the server', () => {
 });
 
 describe('sys/mounts and sys/auth', () => {
-  it('"enable, list, tune, disable": a secrets engine and an auth method through node-vault\'s mount commands (tune through write)', async () => {
+  it('"enable, list, tune, move, disable": a secrets engine and an auth method through node-vault\'s mount commands (tune through write, the UI listing through read)', async () => {
     const vault = client();
     await vault.mount({ mount_point: 'ldap-nv', type: 'ldap', description: 'by node-vault', config: { default_lease_ttl: '1h', max_lease_ttl: '4h' } });
     expect((await vault.mounts()).data['ldap-nv/']).toMatchObject({ type: 'ldap', description: 'by node-vault', config: { default_lease_ttl: 3600, max_lease_ttl: 14400 } });
     await vault.write('sys/mounts/ldap-nv/tune', { default_lease_ttl: '30m', max_lease_ttl: '2h' });
     expect((await vault.read('sys/mounts/ldap-nv/tune')).data).toMatchObject({ default_lease_ttl: 1800, max_lease_ttl: 7200 });
-    await vault.unmount({ mount_point: 'ldap-nv' });
-    expect((await vault.mounts()).data).not.toHaveProperty(['ldap-nv/']);
+    await vault.write('ldap-nv/config', ouConfig(facts, ou));
+    const { migration_id: migration } = (await vault.remount({ from: 'ldap-nv', to: 'ldap-nv-moved' })).data;
+    expect((await vault.read(`sys/remount/status/${migration}`)).data.migration_info).toMatchObject({ source_mount: 'ldap-nv/', target_mount: 'ldap-nv-moved/', status: 'success' });
+    const moved = (await vault.mounts()).data;
+    expect(moved).not.toHaveProperty(['ldap-nv/']);
+    expect(moved['ldap-nv-moved/']).toMatchObject({ type: 'ldap', description: 'by node-vault' });
+    expect((await vault.read('ldap-nv-moved/config')).data).toMatchObject({ url: facts.url, binddn: ou.engine.dn });
+    expect(Object.keys((await vault.read('sys/internal/ui/mounts')).data.secret)).toEqual(expect.arrayContaining(['cloud/', 'ldap/', 'ldap-nv-moved/']));
+    expect((await vault.read('sys/internal/ui/mounts/ldap-nv-moved/static-role/app')).data).toMatchObject({ path: 'ldap-nv-moved/', type: 'ldap' });
+    await vault.unmount({ mount_point: 'ldap-nv-moved' });
+    expect((await vault.mounts()).data).not.toHaveProperty(['ldap-nv-moved/']);
     await vault.enableAuth({ mount_point: 'cloud-nv', type: 'cloud', description: 'auth by node-vault' });
     expect((await vault.auths()).data['cloud-nv/']).toMatchObject({ type: 'cloud', description: 'auth by node-vault' });
     await vault.disableAuth({ mount_point: 'cloud-nv' });
@@ -71,7 +80,6 @@ describe('sys/mounts and sys/auth', () => {
   });
 
   it.todo('"Vault\'s type names": mount({ type: "azure" }) and ({ type: "openldap" }), enableAuth({ type: "azure" }) mount cloud and ldap (needs the core to map the type names; see vault-aliases.test.ts)');
-  it.todo('remount (sys/remount) and sys/internal/ui/mounts through node-vault, once the server has them');
 });
 
 describe('sys/policy', () => {
