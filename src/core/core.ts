@@ -130,6 +130,7 @@ export class Core {
       await this.policies.ensureDefault();
       // A built-in added after the store was initialised (identity/) still gets its mount.
       await this.#mountBuiltins();
+      await this.#clearInterruptedDisables();
     }
     await this.mounts.load();
     for (const entry of this.mounts.all()) if (!this.#mounted.has(entry.uuid)) await this.#instantiate(entry);
@@ -264,6 +265,18 @@ export class Core {
     }
   }
 
+  /**
+   * A disable or remount the process did not live to finish leaves its mark, which would refuse every new lease
+   * of the mount for good. The mount is still in the table (removing it is the last step), so the operation simply
+   * did not happen: the mark goes, and the operator runs it again.
+   */
+  async #clearInterruptedDisables(): Promise<void> {
+    for (const key of await this.systemView.list('disabling/')) {
+      this.logger.warn({ mount: decodeURIComponent(key) }, 'a disable or remount of this mount was interrupted; run it again');
+      await this.systemView.delete(`disabling/${key}`);
+    }
+  }
+
   /** Mounts being disabled: their requests are refused from the moment the disable starts. */
   readonly #disabling = new Set<string>();
 
@@ -364,7 +377,7 @@ export class Core {
     if (this.sealed) throw new SealedError();
 
     const entry = this.mounts.match(path);
-    if (entry && this.#disabling.has(entry.path)) throw new StrongroomError(503, `the mount "${entry.path}" is being disabled`);
+    if (entry && this.#disabling.has(entry.path)) throw new StrongroomError(503, `the mount "${entry.path}" is being disabled or moved`);
     const mounted = entry ? this.#mounted.get(entry.uuid) : undefined;
     let relative = entry ? path.slice(entry.path.length) : path;
     let match = mounted?.table.match(relative);

@@ -42,10 +42,10 @@ async function verifyRemotely(token: string, audience = 'api://AzureADTokenExcha
 const PRIVATE_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'oth', 'k'];
 
 describe('identity/oidc/plugins/.well-known/openid-configuration', () => {
-  it('"unauthenticated raw JSON (no envelope) with Cache-Control: max-age=3600, naming the plugin issuer and its keys"', async () => {
+  it('"unauthenticated raw JSON (no envelope), cacheable (max-age: see oidc-cache.test.ts), naming the plugin issuer and its keys"', async () => {
     const res = await fetch(`${pluginIssuer}/.well-known/openid-configuration`);
     expect(res.status).toBe(200);
-    expect(res.headers.get('cache-control')).toBe('max-age=3600');
+    expect(res.headers.get('cache-control')).toMatch(/^max-age=\d+$/);
     expect(res.headers.get('content-type')).toContain('application/json');
     expect(await res.json()).toEqual({
       issuer: pluginIssuer,

@@ -4,6 +4,10 @@
  */
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { backendTypes } from '../../src/engines.ts';
 import { definePath, type BackendFactory } from '../../src/core/framework.ts';
@@ -275,5 +279,25 @@ describe('the audit\'s reproductions against slapd (finding 2 A, B, C)', () => {
     expect((await s.request('PUT', 'sys/leases/revoke-prefix/leased/creds/old')).status).toBe(204);
     expect(await s.core.leases.get('leased/creds/OLD/abc')).toBeUndefined();
     expect(probe().revoked).toContain('OLD');
+  });
+});
+
+describe('interrupted disables (a crash between the mark and the end)', () => {
+  it('"a restart clears a disable mark the process did not live to finish, so the mount takes leases again"', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'strongroom-interrupted-'));
+    const opts = { storage: 'sqlite' as const, dataDir, unsealKey: randomBytes(32).toString('base64'), backends: { secret: { ...backendTypes.secret, test: testBackend(new Map()) }, auth: backendTypes.auth } };
+    try {
+      const first = await startTestServer(opts);
+      expect((await first.request('POST', 'sys/mounts/half', { body: { type: 'test' } })).status).toBe(204);
+      // What a disable writes first, left behind as if the process had died right after.
+      await first.core.systemView.put(`disabling/${encodeURIComponent('half/')}`, Buffer.alloc(0));
+      expect((await first.request('GET', 'half/creds/a')).status).toBe(403);
+      await first.close();
+      const again = await startTestServer(opts);
+      expect((await again.request('GET', 'half/creds/b')).status).toBe(200);
+      await again.close();
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
   });
 });
