@@ -174,7 +174,38 @@ emit({
       expect(out.after_revoke).toBe('Forbidden');
     });
 
-    it.todo('auth/token/roles (create_token_role, create_token(role=...)), once the server has them');
+  });
+
+  describe('auth/token/roles', () => {
+    it('"create, read, list, delete a token role and create tokens against it": hvac\'s auth.token role methods and the older create_token_role (null for every option left out)', async () => {
+      const out = await run(`
+client.sys.create_or_update_policy("hvac-role-policy", 'path "sys/mounts" { capabilities = ["read"] }')
+client.create_token_role("hvac-periodic", allowed_policies=["hvac-role-policy"], period="1h")
+client.auth.token.create_or_update_role("hvac-role", allowed_policies=["hvac-role-policy"], orphan=True, path_suffix="v1")
+created = client.auth.token.create(role_name="hvac-role")["auth"]
+periodic = client.create_token(role="hvac-periodic")["auth"]
+out = {
+    "periodic_role": client.auth.token.read_role("hvac-periodic")["data"],
+    "role": client.auth.token.read_role("hvac-role")["data"],
+    "roles": client.auth.token.list_roles()["data"]["keys"],
+    "created": {k: created[k] for k in ("policies", "orphan")},
+    "looked_up": {k: client.auth.token.lookup(created["client_token"])["data"][k] for k in ("path", "orphan")},
+    "periodic": {"policies": periodic["policies"], "lease_duration": periodic["lease_duration"]},
+    "periodic_period": client.auth.token.lookup(periodic["client_token"])["data"]["period"],
+}
+client.auth.token.delete_role("hvac-role")
+out["after_delete"] = refusal(lambda: client.auth.token.read_role("hvac-role"))
+emit(out)
+`);
+      expect(out.periodic_role).toMatchObject({ allowed_policies: ['hvac-role-policy'], token_period: 3600, orphan: false, renewable: true, path_suffix: '' });
+      expect(out.role).toMatchObject({ name: 'hvac-role', allowed_policies: ['hvac-role-policy'], orphan: true, path_suffix: 'v1' });
+      expect(out.roles).toEqual(expect.arrayContaining(['hvac-periodic', 'hvac-role']));
+      expect(out.created).toEqual({ policies: ['default', 'hvac-role-policy'], orphan: true });
+      expect(out.looked_up).toEqual({ path: 'auth/token/create/hvac-role/v1', orphan: true });
+      expect(out.periodic).toEqual({ policies: ['default', 'hvac-role-policy'], lease_duration: 3600 });
+      expect(out.periodic_period).toBe(3600);
+      expect(out.after_delete).toBe('InvalidPath');
+    });
   });
 
   describe('sys/leases', () => {

@@ -128,7 +128,25 @@ describe('auth/token', () => {
     await expect(vault.tokenLookup({ token })).rejects.toMatchObject({ response: { statusCode: 403 } });
   });
 
-  it.todo('auth/token/roles (addTokenRole, tokenRoles, tokenCreate with role_name), once the server has them');
+});
+
+describe('auth/token/roles', () => {
+  it('"create, read, list, delete a token role and create tokens against it" through node-vault\'s token role commands', async () => {
+    const vault = client();
+    await vault.addPolicy({ name: 'nv-role-policy', rules: 'path "sys/mounts" { capabilities = ["read"] }' });
+    await vault.addTokenRole({ role_name: 'nv-role', allowed_policies: 'nv-role-policy', orphan: true, period: 3600, path_suffix: 'v1' });
+    expect((await vault.getTokenRole({ role_name: 'nv-role' })).data).toMatchObject({
+      name: 'nv-role', allowed_policies: ['nv-role-policy'], orphan: true, token_period: 3600, path_suffix: 'v1',
+    });
+    expect((await vault.tokenRoles()).data.keys).toContain('nv-role');
+    const creator = client();
+    const created = (await creator.tokenCreateRole({ role_name: 'nv-role' })).auth;
+    expect(created).toMatchObject({ policies: ['default', 'nv-role-policy'], orphan: true, lease_duration: 3600 });
+    expect(creator.token).toBe(created.client_token);
+    expect((await vault.tokenLookup({ token: created.client_token })).data).toMatchObject({ path: 'auth/token/create/nv-role/v1', orphan: true, period: 3600 });
+    await vault.removeTokenRole({ role_name: 'nv-role' });
+    await expect(vault.getTokenRole({ role_name: 'nv-role' })).rejects.toMatchObject({ response: { statusCode: 404 } });
+  });
 });
 
 describe('sys/leases', () => {
