@@ -1,7 +1,8 @@
 // "null means unset": Vault's request framework treats a JSON null as a field that was not sent, and clients
 // rely on it (hvac sends null for every option a caller left out). Each config and role path is written twice
-// on a pair of fresh mounts: once with only the fields it needs, once with null for every other field it
-// declares (read from the mounted path table, so a field added later is covered). Both reads must agree.
+// on a pair of fresh mounts (token roles: under two names): once with only the fields it needs, once with null
+// for every other field it declares (read from the mounted path table, so a field added later is covered). Both
+// reads must agree.
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { startFullServer, type FullServer } from '../support/full-server.ts';
 import { ouConfig } from '../support/ldap-engine.ts';
@@ -116,6 +117,18 @@ describe.each(['mounts', 'auth'] as const)('sys/%s/:path', (kind) => {
     }
     expect(reads[1]).toEqual(reads[0]);
     expect(reads[1]).toMatchObject({ type, description: '', options: {}, config: { default_lease_ttl: 0, max_lease_ttl: 0 } });
+  });
+});
+
+describe('auth/token/roles/:name', () => {
+  it('"null means unset": a role written with null for every field reads back as one written with an empty body', async () => {
+    const reads = [];
+    for (const [name, body] of [['unsent', {}], ['nulls', withNulls('auth/token/', 'roles/nulls', {})]] as const) {
+      const written = await request('POST', `auth/token/roles/${name}`, body);
+      expect(written.status, JSON.stringify(written.body)).toBe(204);
+      reads.push(without((await request('GET', `auth/token/roles/${name}`)).body.data, ['name']));
+    }
+    expect(reads[1]).toEqual(reads[0]);
   });
 });
 
