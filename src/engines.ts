@@ -8,6 +8,8 @@ export const backendTypes: BackendRegistry = { secret: {}, auth: {} };
 backendTypes.secret.ldap = ldapBackend();
 backendTypes.secret.cloud = cloudBackend;
 backendTypes.auth.cloud = cloudAuthBackend;
+// Vault's names for the same backends, so Vault clients and scripts enable them unchanged (shown as the spec's names).
+backendTypes.aliases = { secret: { azure: 'cloud', openldap: 'ldap' }, auth: { azure: 'cloud' } };
 
 /** Mounted on first initialisation when their type is registered. */
 export const defaultMounts = [

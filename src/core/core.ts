@@ -37,6 +37,8 @@ export interface CoreResponse {
 export interface BackendRegistry {
   secret: Record<string, BackendFactory>;
   auth: Record<string, BackendFactory>;
+  /** Other names clients enable a type by (Vault's `azure`, `openldap`); the mount is stored under the type's own name. */
+  aliases?: { secret?: Record<string, string>; auth?: Record<string, string> };
 }
 
 export interface CoreOptions {
@@ -175,6 +177,7 @@ export class Core {
   /** Enables a secrets engine (`path`) or auth method (`auth/<path>`). */
   async enableMount(fullPath: string, type: string, description: string, config: MountEntry['config']): Promise<MountEntry> {
     const cls = fullPath.startsWith('auth/') ? 'auth' : 'secret';
+    type = this.options.backends.aliases?.[cls]?.[type] ?? type;
     if (!this.options.backends[cls][type]) throw new BadRequestError(`invalid value for field "type": unknown ${cls === 'auth' ? 'auth method' : 'secrets engine'} type "${type}"`);
     const entry = this.mounts.prepare(fullPath, type, cls, description, config);
     await this.#instantiate(entry);

@@ -106,7 +106,20 @@ emit(out)
       expect(out.auth_after_disable).toBe(false);
     });
 
-    it.todo('"Vault\'s type names": enable_secrets_engine("azure") and ("openldap"), enable_auth_method("azure") mount cloud and ldap (needs the core to map the type names; see vault-aliases.test.ts)');
+    it('"Vault\'s type names": enable_secrets_engine("azure") and ("openldap"), enable_auth_method("azure") mount cloud and ldap', async () => {
+      const out = await run(`
+client.sys.enable_secrets_engine("azure", path="az-hvac")
+client.sys.enable_secrets_engine("openldap", path="ol-hvac")
+client.sys.enable_auth_method("azure", path="az-hvac")
+mounts = client.sys.list_mounted_secrets_engines()["data"]
+auths = client.sys.list_auth_methods()["data"]
+emit({"az": mounts["az-hvac/"]["type"], "ol": mounts["ol-hvac/"]["type"], "auth": auths["az-hvac/"]["type"]})
+client.sys.disable_secrets_engine("az-hvac")
+client.sys.disable_secrets_engine("ol-hvac")
+client.sys.disable_auth_method("az-hvac")
+`);
+      expect(out).toEqual({ az: 'cloud', ol: 'ldap', auth: 'cloud' });
+    });
   });
 
   describe('sys/policy', () => {

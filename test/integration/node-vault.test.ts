@@ -79,7 +79,17 @@ describe('sys/mounts and sys/auth', () => {
     expect((await vault.auths()).data).not.toHaveProperty(['cloud-nv/']);
   });
 
-  it.todo('"Vault\'s type names": mount({ type: "azure" }) and ({ type: "openldap" }), enableAuth({ type: "azure" }) mount cloud and ldap (needs the core to map the type names; see vault-aliases.test.ts)');
+  it('"Vault\'s type names": mount({ type: "azure" }) and ({ type: "openldap" }), enableAuth({ type: "azure" }) mount cloud and ldap', async () => {
+    const vault = client();
+    await vault.mount({ mount_point: 'az-nv', type: 'azure' });
+    await vault.mount({ mount_point: 'ol-nv', type: 'openldap' });
+    await vault.enableAuth({ mount_point: 'az-nv', type: 'azure' });
+    const mounts = (await vault.mounts()).data;
+    expect([mounts['az-nv/'].type, mounts['ol-nv/'].type, (await vault.auths()).data['az-nv/'].type]).toEqual(['cloud', 'ldap', 'cloud']);
+    await vault.unmount({ mount_point: 'az-nv' });
+    await vault.unmount({ mount_point: 'ol-nv' });
+    await vault.disableAuth({ mount_point: 'az-nv' });
+  });
 });
 
 describe('sys/policy', () => {
