@@ -113,7 +113,10 @@ export function buildApp(core: Core, opts: AppOptions): FastifyInstance {
 
   // Every answer leaves through the route handler, the error handler or the not-found handler, and each sets
   // Cache-Control: secrets must not be cached (only raw answers with their own policy, public OIDC keys, differ).
-  const fail = (reply: FastifyReply, status: number, errors: string[]) => reply.status(status).header('cache-control', 'no-store').send({ errors });
+  // Serialised here and sent as bytes: Fastify appends `; charset=utf-8` to a JSON type whenever the payload is a
+  // string or an object, and Vault sends exactly application/json, which strict clients compare whole.
+  const fail = (reply: FastifyReply, status: number, errors: string[]) =>
+    reply.status(status).header('cache-control', 'no-store').header('content-type', 'application/json').send(Buffer.from(JSON.stringify({ errors })));
   app.setErrorHandler((err: unknown, _req, reply) => {
     const e = err as { statusCode?: number; code?: string; message?: string };
     if (err instanceof StrongroomError) return fail(reply, err.status, err.messages);
@@ -164,5 +167,6 @@ function endOfTurn(): Promise<void> {
 function sendCoreResponse(reply: FastifyReply, res: CoreResponse) {
   reply.status(res.status).headers(res.headers);
   if (res.headers['cache-control'] === undefined) reply.header('cache-control', 'no-store');
-  return reply.send(res.body ?? null);
+  // Bytes, so Fastify leaves the content type as set (see `fail`).
+  return reply.send(typeof res.body === 'string' ? Buffer.from(res.body) : (res.body ?? null));
 }
