@@ -9,7 +9,11 @@ import { DurationError, DurationTooLongError, MAX_DURATION_SECONDS, parseDuratio
  * Every builder bounds its input (docs/limits.md lists the bounds): a value past a bound is a 400 naming the
  * field and the bound, decided before anything downstream sizes a loop, a timer or an allocation by it.
  */
+/** What a client sends, for documentation and for tests that choose values by it. */
+export type FieldKind = 'string' | 'bool' | 'int' | 'duration' | 'list' | 'map' | 'custom';
+
 export interface Field<T = unknown> {
+  kind: FieldKind;
   schema: z.ZodType<T>;
   description: string;
   default?: T;
@@ -74,19 +78,24 @@ function decoder<T>(decode: (v: unknown) => T): z.ZodType<T> {
 }
 
 /** The bound options are spent on the schema; the field keeps what the pipeline reads. */
-function build<T>(schema: z.ZodType<T>, description: string, { default: def, required, secret }: FieldOptions<T>): Field<T> {
-  return { schema, description, default: def, required, secret };
+function build<T>(kind: FieldKind, schema: z.ZodType<T>, description: string, { default: def, required, secret }: FieldOptions<T>): Field<T> {
+  return { kind, schema, description, default: def, required, secret };
 }
 
-function checkLength(s: string, max: number, what: string): string {
+/**
+ * Every string a builder returns is bounded and well-formed: a lone surrogate has no UTF-8 form, so storing it, a
+ * directory and an HTTP client would each change or refuse it differently (a client secret would fail far from here).
+ */
+function checkString(s: string, max: number, what: string): string {
   if (s.length > max) throw new FieldError(`${what} longer than the maximum of ${max} characters`);
+  if (!s.isWellFormed()) throw new FieldError(`${what} that is not well-formed Unicode (a lone surrogate)`);
   return s;
 }
 
 function decodeString(v: unknown, maxLength: number): string {
   const s = typeof v === 'number' ? String(v) : typeof v === 'boolean' ? (v ? '1' : '0') : v;
   if (typeof s !== 'string') throw new FieldError('expected a string');
-  return checkLength(s, maxLength, 'a string');
+  return checkString(s, maxLength, 'a string');
 }
 
 const TRUE = new Set(['1', 't', 'T', 'TRUE', 'true', 'True']);
@@ -144,7 +153,7 @@ function decodeList(v: unknown, split: (s: string, limit: number) => string[], {
   return items.map((e) => {
     const s = typeof e === 'string' ? e.trim() : typeof e === 'number' || typeof e === 'boolean' ? String(e) : undefined;
     if (s === undefined) throw new FieldError('expected a list of strings');
-    return checkLength(s, maxItemLength, 'an element');
+    return checkString(s, maxItemLength, 'an element');
   });
 }
 
@@ -154,7 +163,7 @@ function plainObject(v: unknown): v is Record<string, unknown> {
 
 function checkKeys(entries: Array<[string, unknown]>, maxKeys: number): Array<[string, unknown]> {
   if (entries.length > maxKeys) throw new FieldError(`more than the maximum of ${maxKeys} keys`);
-  for (const [k] of entries) checkLength(k, FIELD_LIMITS.itemLength, 'a key');
+  for (const [k] of entries) checkString(k, FIELD_LIMITS.itemLength, 'a key');
   return entries;
 }
 
@@ -182,7 +191,7 @@ function decodeKvPairs(v: unknown, maxKeys: number): Record<string, string> {
   }
   return Object.fromEntries(checkKeys(entries, maxKeys).map(([k, value]) => {
     if (typeof value !== 'string' && typeof value !== 'number' && typeof value !== 'boolean') throw new FieldError(expected);
-    return [k, checkLength(String(value), FIELD_LIMITS.stringLength, 'a value')];
+    return [k, checkString(String(value), FIELD_LIMITS.stringLength, 'a value')];
   }));
 }
 
@@ -190,20 +199,20 @@ const splitComma = (s: string, limit: number) => s.split(',', limit);
 const whole = (s: string) => [s];
 
 export const field = {
-  string: (description: string, opts: StringOptions = {}) => build(decoder((v) => decodeString(v, opts.maxLength ?? FIELD_LIMITS.stringLength)), description, opts),
-  lowercase: (description: string, opts: StringOptions = {}) => build(decoder((v) => decodeString(v, opts.maxLength ?? FIELD_LIMITS.stringLength).toLowerCase()), description, opts),
-  bool: (description: string, opts: FieldOptions<boolean> = {}) => build(decoder(decodeBool), description, opts),
-  int: (description: string, opts: IntOptions = {}) => build(decoder((v) => decodeInt(v, opts)), description, opts),
+  string: (description: string, opts: StringOptions = {}) => build('string', decoder((v) => decodeString(v, opts.maxLength ?? FIELD_LIMITS.stringLength)), description, opts),
+  lowercase: (description: string, opts: StringOptions = {}) => build('string', decoder((v) => decodeString(v, opts.maxLength ?? FIELD_LIMITS.stringLength).toLowerCase()), description, opts),
+  bool: (description: string, opts: FieldOptions<boolean> = {}) => build('bool', decoder(decodeBool), description, opts),
+  int: (description: string, opts: IntOptions = {}) => build('int', decoder((v) => decodeInt(v, opts)), description, opts),
   duration: (description: string, opts: DurationOptions = {}) => {
     const max = Math.min(opts.max ?? MAX_DURATION_SECONDS, MAX_DURATION_SECONDS);
-    return build(decoder((v) => decodeDuration(v, max)), description, opts);
+    return build('duration', decoder((v) => decodeDuration(v, max)), description, opts);
   },
-  commaList: (description: string, opts: ListOptions = {}) => build(decoder((v) => decodeList(v, splitComma, opts, 'expected a list or a comma-separated string')), description, opts),
-  stringList: (description: string, opts: ListOptions = {}) => build(decoder((v) => decodeList(v, whole, opts, 'expected a list of strings')), description, opts),
-  map: (description: string, opts: MapOptions<Record<string, unknown>> = {}) => build(decoder((v) => decodeMap(v, opts.maxKeys ?? FIELD_LIMITS.mapKeys)), description, opts),
-  kvPairs: (description: string, opts: MapOptions<Record<string, string>> = {}) => build(decoder((v) => decodeKvPairs(v, opts.maxKeys ?? FIELD_LIMITS.mapKeys)), description, opts),
+  commaList: (description: string, opts: ListOptions = {}) => build('list', decoder((v) => decodeList(v, splitComma, opts, 'expected a list or a comma-separated string')), description, opts),
+  stringList: (description: string, opts: ListOptions = {}) => build('list', decoder((v) => decodeList(v, whole, opts, 'expected a list of strings')), description, opts),
+  map: (description: string, opts: MapOptions<Record<string, unknown>> = {}) => build('map', decoder((v) => decodeMap(v, opts.maxKeys ?? FIELD_LIMITS.mapKeys)), description, opts),
+  kvPairs: (description: string, opts: MapOptions<Record<string, string>> = {}) => build('map', decoder((v) => decodeKvPairs(v, opts.maxKeys ?? FIELD_LIMITS.mapKeys)), description, opts),
   /** Any zod schema, for fields whose rule is specific to one endpoint. */
-  custom: <T>(schema: z.ZodType<T>, description: string, opts: FieldOptions<T> = {}) => build(schema, description, opts),
+  custom: <T>(schema: z.ZodType<T>, description: string, opts: FieldOptions<T> = {}) => build('custom', schema, description, opts),
 };
 
 export type Fields = Record<string, Field<any>>;

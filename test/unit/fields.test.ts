@@ -145,6 +145,28 @@ describe('"every input has a bound; past it is a 400 naming the field"', () => {
   });
 });
 
+describe('"every string a field returns is well-formed Unicode"', () => {
+  it.each([
+    [field.string('s'), '\ud800', 'a string'], [field.string('s'), 'a\udc00b', 'a string'], [field.commaList('l'), ['ok', '\ud800'], 'an element'],
+    [field.map('m'), { '\ud800': 1 }, 'a key'], [field.kvPairs('k'), { a: 'x\udfff' }, 'a value'],
+  ])('%#: a lone surrogate is refused: it has no UTF-8 form', (def, input, what) => {
+    expect(decode(def, input)).toEqual(refusal(`${what} that is not well-formed Unicode (a lone surrogate)`));
+  });
+
+  it('a surrogate pair is a character like any other', () => {
+    expect(decode(field.string('s'), 'a\ud83d\ude00')).toEqual({ value: 'a\ud83d\ude00' });
+  });
+});
+
+describe('every field says what kind of value it takes', () => {
+  it.each([
+    [field.string('x'), 'string'], [field.lowercase('x'), 'string'], [field.bool('x'), 'bool'], [field.int('x'), 'int'], [field.duration('x'), 'duration'],
+    [field.commaList('x'), 'list'], [field.stringList('x'), 'list'], [field.map('x'), 'map'], [field.kvPairs('x'), 'map'], [field.custom(z.string(), 'x'), 'custom'],
+  ])('%#: %s', (def, kind) => {
+    expect(def.kind).toBe(kind);
+  });
+});
+
 describe('validateFields', () => {
   it('reports each rule once however many elements break it', () => {
     const { errors } = validateFields({ l: field.custom(z.array(z.string({ error: 'expected a list of strings' })), 'l') }, { l: Array(500).fill({}) });
