@@ -462,7 +462,7 @@ export class Core {
     const warnings = [...(response?.warnings ?? [])];
     const fields = match.def.fields ?? {};
     const ignored = Object.keys(input).filter((k) => !Object.hasOwn(fields, k) && !Object.hasOwn(match.params, k)).sort();
-    if (ignored.length) warnings.push(`Endpoint ignored these unrecognized parameters: [${ignored.join(' ')}]`);
+    if (ignored.length) warnings.push(ignoredWarning(ignored));
 
     if (response?.raw) return { status: response.raw.status, headers: { 'content-type': 'application/json', ...response.raw.headers }, body: response.raw.body };
 
@@ -607,6 +607,18 @@ function operationFor(req: CoreRequest): Operation {
     default:
       throw new StrongroomError(405, `unsupported HTTP method ${method}`);
   }
+}
+
+/**
+ * Vault's warning for unknown body fields. The names are the client's own, so the echo is bounded: a request with
+ * thousands of keys, or one very long key, gets a short warning.
+ */
+function ignoredWarning(names: string[]): string {
+  const MAX_NAMES = 20;
+  const MAX_NAME = 64;
+  const shown = names.slice(0, MAX_NAMES).map((n) => (n.length > MAX_NAME ? `${n.slice(0, MAX_NAME)}…` : n));
+  const more = names.length > MAX_NAMES ? ` (and ${names.length - MAX_NAMES} more)` : '';
+  return `Endpoint ignored these unrecognized parameters: [${shown.join(' ')}]${more}`;
 }
 
 /**

@@ -301,3 +301,16 @@ describe('interrupted disables (a crash between the mark and the end)', () => {
     }
   });
 });
+
+describe('the unknown-fields warning (an echo of the client\'s own input)', () => {
+  it('"names at most 20 unknown fields, each cut at 64 characters, and counts the rest"', async () => {
+    const body: Record<string, string> = { policy: 'path "x" { capabilities = ["read"] }' };
+    for (let i = 0; i < 2000; i++) body[`unknown_${String(i).padStart(4, '0')}`] = 'v';
+    body['k'.repeat(5000)] = 'v';
+    const r = await s.request('PUT', 'sys/policies/acl/echo', { body });
+    expect(r.status).toBe(200);
+    const warning: string = r.body.warnings[0];
+    expect(warning.length).toBeLessThan(1000);
+    expect(warning).toMatch(/\(and 1981 more\)$/);
+  });
+});

@@ -75,9 +75,9 @@ const fields = {
   client_secret: field.string('Client secret of that application; without it a managed identity or federation is used.', { secret: true }),
   identity_token_audience: field.string('Audience of plugin identity tokens for workload identity federation (instead of client_secret).'),
   identity_token_ttl: field.duration('TTL of plugin identity tokens used for federation.'),
-  max_retries: field.int('Retries of a throttled or failed ARM call.'),
-  retry_delay: field.duration('Initial delay between ARM retries (exponential, jittered).'),
-  max_retry_delay: field.duration('Maximum delay between ARM retries.'),
+  max_retries: field.int('Retries of a throttled or failed ARM call (at most 20).', { min: 0, max: 20 }),
+  retry_delay: field.duration('Initial delay between ARM retries (exponential, jittered; at most 5m).', { max: 300 }),
+  max_retry_delay: field.duration('Maximum delay between ARM retries (at most 5m).', { max: 300 }),
 };
 
 export interface ConfigPathDeps {

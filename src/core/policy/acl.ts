@@ -6,6 +6,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import { decodeIfBase64, labelledBlocks, parseHcl, PolicyParseError, toPlain } from './hcl.ts';
 import type { HclBlock, HclItem, HclNode, HclObject } from './hcl.ts';
+import { DurationError, parseDurationSecond } from '../durations.ts';
 
 export { PolicyParseError } from './hcl.ts';
 
@@ -185,40 +186,18 @@ function parameterMap(item: HclItem | undefined, fail: (detail: string) => never
 
 function wrappingTtl(item: HclItem | undefined, fail: (detail: string) => never): number {
   if (!item) return 0;
-  const seconds = parseDurationSeconds(item.value);
-  if (typeof seconds === 'string') return fail(`error parsing ${item.key}: ${seconds}`);
+  const node = item.value;
+  let seconds: number;
+  try {
+    // The shared parser (and its bound); Go's "time: " prefix kept, as Vault's parse errors read.
+    if (node.type !== 'number' && node.type !== 'string') throw new DurationError('could not parse duration from input');
+    seconds = parseDurationSecond(node.value);
+  } catch (err) {
+    const message = (err as Error).message;
+    return fail(`error parsing ${item.key}: ${/duration "/.test(message) ? `time: ${message}` : message}`);
+  }
   if (seconds < 0) fail(`${item.key} on line ${item.line} must not be negative`);
   return seconds;
-}
-
-const GO_UNITS: Record<string, number> = {
-  ns: 1e-9, us: 1e-6, 'µs': 1e-6, 'μs': 1e-6, ms: 1e-3, s: 1, m: 60, h: 3600,
-};
-
-/** Vault's ParseDurationSecond: integer seconds, `<n>d`, or Go duration syntax; a string is an error. */
-function parseDurationSeconds(node: HclNode): number | string {
-  if (node.type === 'number') return Math.trunc(node.value);
-  if (node.type !== 'string') return 'could not parse duration from input';
-  const s = node.value;
-  if (s === '') return 0;
-  if (/^[+-]?\d+$/.test(s)) return Number(s);
-  const days = /^([+-]?\d+)d$/.exec(s);
-  if (days) return Number(days[1]) * 86_400;
-  const quoted = JSON.stringify(s);
-  const sign = s.startsWith('-') ? -1 : 1;
-  let rest = s.replace(/^[+-]/, '');
-  if (rest === '0') return 0;
-  if (rest === '') return `time: invalid duration ${quoted}`;
-  let total = 0;
-  while (rest !== '') {
-    const [whole, num, unit] = /^(\d*(?:\.\d*)?)([^\d.]*)/.exec(rest)!;
-    if (num === '' || num === '.') return `time: invalid duration ${quoted}`;
-    if (unit === '') return `time: missing unit in duration ${quoted}`;
-    if (!Object.hasOwn(GO_UNITS, unit)) return `time: unknown unit ${JSON.stringify(unit)} in duration ${quoted}`;
-    total += Number(num) * GO_UNITS[unit];
-    rest = rest.slice(whole.length);
-  }
-  return sign * total;
 }
 
 interface Permissions {

@@ -340,8 +340,8 @@ const configFields = {
   userdn: field.string('Base DN of user searches (static roles, library accounts).'),
   userattr: field.string('Attribute matched against usernames; default cn (openldap), userPrincipalName (ad), racfid (racf).'),
   upndomain: field.string('Bind as <binddn>@<upndomain>.'),
-  request_timeout: field.duration('Timeout of a connection attempt and of each request. Default 90s.'),
-  connection_timeout: field.duration('Deprecated: when set, the smaller of this and request_timeout is used for both.'),
+  request_timeout: field.duration('Timeout of a connection attempt and of each request. Default 90s, at most 1h.', { max: 3600 }),
+  connection_timeout: field.duration('Deprecated: when set, the smaller of this and request_timeout is used for both (at most 1h).', { max: 3600 }),
   starttls: field.bool('Issue StartTLS after connecting with ldap://.'),
   insecure_tls: field.bool('Skip server certificate verification (never do this in production).'),
   certificate: field.string('PEM CA certificate(s) trusted for the server.'),
@@ -351,7 +351,7 @@ const configFields = {
   tls_max_version: field.string('Maximum TLS version: tls10, tls11, tls12 or tls13 (default).'),
   case_sensitive_names: field.bool('When true, a username lookup only accepts an entry whose userattr matches with the same case.'),
   skip_static_role_import_rotation: field.bool('Default of skip_import_rotation for new static roles.'),
-  length: field.int('Deprecated: length of generated passwords (default 64). Exclusive with password_policy.'),
+  length: field.int('Deprecated: length of generated passwords (default 64, at most 100 like a password policy). Exclusive with password_policy.', { min: 0, max: 100 }),
 };
 
 type ConfigFieldName = keyof typeof configFields;
