@@ -53,6 +53,11 @@ interface DurationOptions extends FieldOptions<number> {
 interface ListOptions extends FieldOptions<string[]> {
   maxItems?: number;
   maxItemLength?: number;
+  /**
+   * Each element's canonical spelling, for lists of names the server normalises (policy names): the ACL's
+   * parameter rules then judge the spelling that takes effect, so `ADMIN` meets a denied `admin`.
+   */
+  canonicalItem?: (item: string) => string;
 }
 interface MapOptions<T> extends FieldOptions<T> {
   maxKeys?: number;
@@ -143,7 +148,7 @@ function decodeDuration(v: unknown, max: number): number {
  * Lists are counted before their elements are looked at, and a string is split no further than one element past
  * the bound, so a million commas cost no more than a thousand.
  */
-function decodeList(v: unknown, split: (s: string, limit: number) => string[], { maxItems = FIELD_LIMITS.listItems, maxItemLength = FIELD_LIMITS.itemLength }: ListOptions, expected: string): string[] {
+function decodeList(v: unknown, split: (s: string, limit: number) => string[], { maxItems = FIELD_LIMITS.listItems, maxItemLength = FIELD_LIMITS.itemLength, canonicalItem }: ListOptions, expected: string): string[] {
   let items: unknown[];
   if (typeof v === 'string') items = v === '' ? [] : split(v, maxItems + 1);
   else if (typeof v === 'number') items = [String(v)];
@@ -153,7 +158,8 @@ function decodeList(v: unknown, split: (s: string, limit: number) => string[], {
   return items.map((e) => {
     const s = typeof e === 'string' ? e.trim() : typeof e === 'number' || typeof e === 'boolean' ? String(e) : undefined;
     if (s === undefined) throw new FieldError('expected a list of strings');
-    return checkString(s, maxItemLength, 'an element');
+    const checked = checkString(s, maxItemLength, 'an element');
+    return canonicalItem ? canonicalItem(checked) : checked;
   });
 }
 

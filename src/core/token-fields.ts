@@ -4,14 +4,14 @@
  */
 import { z } from 'zod';
 import { addressInCidrs, parseCidr } from '../lib/cidr.ts';
-import { normalizePolicies } from './policy-store.ts';
+import { normalizePolicies, normalizePolicyName } from './policy-store.ts';
 import { BadRequestError, PermissionDeniedError } from './errors.ts';
 import { field } from './fields.ts';
 import type { AuthResponse } from './framework.ts';
 import { refuseReservedPolicies } from './policy/reserved.ts';
 
 export const tokenFields = {
-  token_policies: field.commaList('Policies attached to tokens issued with this role.'),
+  token_policies: field.commaList('Policies attached to tokens issued with this role.', { canonicalItem: normalizePolicyName }),
   token_ttl: field.duration('Initial TTL of issued tokens (0: the mount default).'),
   token_max_ttl: field.duration('Maximum lifetime of issued tokens (0: the mount maximum).'),
   token_period: field.duration('Makes tokens periodic: each renewal resets the TTL to this period.'),
@@ -39,7 +39,7 @@ const LEGACY_NAMES = Object.keys(LEGACY_TOKEN_FIELDS) as LegacyName[];
 const deprecated = (name: LegacyName) => `Deprecated alias of ${LEGACY_TOKEN_FIELDS[name]}; ${LEGACY_TOKEN_FIELDS[name]} wins when both are sent.`;
 
 export const legacyTokenFields = {
-  policies: field.commaList(deprecated('policies')),
+  policies: field.commaList(deprecated('policies'), { canonicalItem: normalizePolicyName }),
   ttl: field.duration(deprecated('ttl')),
   max_ttl: field.duration(deprecated('max_ttl')),
   period: field.duration(deprecated('period')),

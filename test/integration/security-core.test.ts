@@ -115,6 +115,7 @@ describe('denied_parameters and allowed_parameters (finding 14: list-typed field
   it.each([
     ['"admin"', 'admin'], ['["admin"]', ['admin']], ['"default,admin"', 'default,admin'], ['["default","admin"]', ['default', 'admin']],
     ['" admin "', ' admin '], ['"default, admin"', 'default, admin'], ['["ops-root"] (glob)', ['ops-root']], ['"x,ops-1"', 'x,ops-1'],
+    ['"ADMIN" (stored lower-cased)', 'ADMIN'], ['["default","Admin"]', ['default', 'Admin']], ['"default,ADMIN "', 'default,ADMIN '], ['"Ops-X"', 'Ops-X'],
   ])('"a denied value is refused however the list is written": token_policies=%s', async (_label, value) => {
     const t = await tokenWith('role-writer');
     const r = await s.request('POST', 'auth/cloud/role/r1', { token: t, body: { token_policies: value, bound_service_principal_ids: 'x' } });

@@ -1,6 +1,6 @@
 import type { Core } from '../../core/core.ts';
 import { BadRequestError, PermissionDeniedError } from '../../core/errors.ts';
-import { normalizePolicies } from '../../core/policy-store.ts';
+import { normalizePolicies, normalizePolicyName } from '../../core/policy-store.ts';
 import { field } from '../../core/fields.ts';
 import { definePath, lowerName, type BackendRequest, type PathDefinition } from '../../core/framework.ts';
 import { minPositive } from '../../core/leases.ts';
@@ -11,7 +11,7 @@ import { ROLE_NAME, globMatch, rolePolicies, type TokenRole, type TokenRoleStore
 
 const createFields = {
   id: field.string('Custom token id (sudo only).'),
-  policies: field.commaList('Policies for the token; defaults to the parent\'s.'),
+  policies: field.commaList('Policies for the token; defaults to the parent\'s.', { canonicalItem: normalizePolicyName }),
   meta: field.kvPairs('Metadata attached to the token.'),
   no_parent: field.bool('Create an orphan (sudo only).'),
   no_default_policy: field.bool('Do not attach the default policy.'),

@@ -3,7 +3,7 @@
  * (Vault's token store roles). Roles live in the token mount's storage, `roles/<name>`.
  */
 import { z } from 'zod';
-import { normalizePolicies } from '../../core/policy-store.ts';
+import { normalizePolicies, normalizePolicyName } from '../../core/policy-store.ts';
 import { BadRequestError } from '../../core/errors.ts';
 import { field } from '../../core/fields.ts';
 import { definePath, lowerName, type BackendRequest, type PathDefinition } from '../../core/framework.ts';
@@ -40,10 +40,10 @@ const NEW_ROLE: TokenRole = {
 };
 
 const roleFields = {
-  allowed_policies: field.commaList('Policies tokens of this role may have (instead of a subset of the caller\'s); the default when a create names none.'),
-  disallowed_policies: field.commaList('Policies tokens of this role may never have.'),
-  allowed_policies_glob: field.commaList('Glob patterns (`*`) of policies tokens of this role may have.'),
-  disallowed_policies_glob: field.commaList('Glob patterns (`*`) of policies tokens of this role may never have.'),
+  allowed_policies: field.commaList('Policies tokens of this role may have (instead of a subset of the caller\'s); the default when a create names none.', { canonicalItem: normalizePolicyName }),
+  disallowed_policies: field.commaList('Policies tokens of this role may never have.', { canonicalItem: normalizePolicyName }),
+  allowed_policies_glob: field.commaList('Glob patterns (`*`) of policies tokens of this role may have.', { canonicalItem: normalizePolicyName }),
+  disallowed_policies_glob: field.commaList('Glob patterns (`*`) of policies tokens of this role may never have.', { canonicalItem: normalizePolicyName }),
   orphan: field.bool('Tokens of this role have no parent (no sudo needed).'),
   renewable: field.bool('Whether tokens of this role can be renewed (default true).'),
   path_suffix: field.string('Appended to the tokens\' creation path (auth/token/create/<role>/<suffix>), so revoke-prefix can end one generation.', { maxLength: PATH_SUFFIX_MAX }),
