@@ -123,3 +123,21 @@ describe('auth/token/revoke, revoke-self, revoke-accessor, revoke-orphan', () =>
     expect((await s.request('LIST', 'auth/token/accessors', { token: t })).status).toBe(403);
   });
 });
+
+describe('auth/token/lookup (fields Vault clients read)', () => {
+  it('"shows the token role it was created by and its bound CIDRs, as Vault\'s lookup does"', async () => {
+    expect((await s.request('POST', 'auth/token/roles/ci', { body: { allowed_policies: 'dev', token_bound_cidrs: '127.0.0.1/32' } })).status).toBe(204);
+    const t = (await s.request('POST', 'auth/token/create/ci', { body: {} })).body.auth.client_token;
+    const look = await s.request('POST', 'auth/token/lookup', { body: { token: t } });
+    expect(look.body.data).toMatchObject({ role: 'ci', path: 'auth/token/create/ci', bound_cidrs: ['127.0.0.1/32'] });
+    const plain = (await create({ policies: ['dev'] })).body.auth.client_token;
+    expect((await s.request('GET', 'auth/token/lookup-self', { token: plain })).body.data).toMatchObject({ role: '', bound_cidrs: null });
+  });
+});
+
+describe('sys/mounts/:path (fields Vault clients send)', () => {
+  it('"seal_wrap, external_entropy_access, plugin_name and plugin_version are accepted without a warning"', async () => {
+    const r = await s.request('POST', 'sys/mounts/compat', { body: { type: 'ldap', seal_wrap: false, external_entropy_access: false, plugin_name: null, plugin_version: '', options: null } });
+    expect(r.status, JSON.stringify(r.body)).toBe(204);
+  });
+});

@@ -73,6 +73,11 @@ export function mountPaths(core: Core): PathDefinition[] {
           description: field.string('Human-friendly description.', { default: '' }),
           config: field.custom(mountConfigSchema, 'Mount configuration: default_lease_ttl, max_lease_ttl, identity_token_key.'),
           local: field.bool('Accepted for compatibility; a single-node store has no replication.'),
+          // Vault clients send these on every enable (hvac always sends seal_wrap); nothing here acts on them.
+          seal_wrap: field.bool('Accepted for compatibility: every value is already encrypted by the barrier.'),
+          external_entropy_access: field.bool('Accepted for compatibility; there is no external entropy source.'),
+          plugin_name: field.string('Accepted for compatibility; backends are built in (use type).'),
+          plugin_version: field.string('Accepted for compatibility; backends are built in.'),
           options: field.map('Backend options (accepted for compatibility).'),
         },
         operations: {

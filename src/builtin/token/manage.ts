@@ -16,6 +16,8 @@ export function lookupData(core: Core, entry: TokenEntry, id: string): Record<st
     entity_id: entry.entityId, expire_time: expire ? iso(expire) : null, explicit_max_ttl: entry.explicitMaxTtl, id,
     issue_time: iso(entry.creationTime), meta: Object.keys(entry.meta).length ? entry.meta : null, num_uses: entry.numUses,
     orphan: entry.parent === '', path: entry.path, policies: entry.policies, renewable: entry.renewable,
+    // Vault stores the role in the entry; the creation path says it (auth/token/create/<role>[/<suffix>]).
+    role: /^auth\/token\/create\/([^/]+)/.exec(entry.path)?.[1] ?? '', bound_cidrs: entry.boundCidrs.length ? entry.boundCidrs : null,
     ttl: expire ? Math.max(0, Math.floor((expire - core.clock.now()) / 1000)) : 0, type: 'service',
     ...(entry.period ? { period: entry.period } : {}),
     ...(entry.lastRenewal ? { last_renewal_time: Math.floor(entry.lastRenewal / 1000), last_renewal: iso(entry.lastRenewal) } : {}),
