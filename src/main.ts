@@ -1,13 +1,16 @@
 import { UnsealError } from './core/barrier.ts';
+import { StorageUnavailableError } from './core/storage/types.ts';
 import { createLogger } from './logger.ts';
 import { createServer, StartupError } from './server.ts';
 import { loadSettings, SettingsError } from './settings.ts';
 
 /**
  * Exit codes: 0 clean stop, 2 bad settings, 3 wrong unseal key, 4 storage failed while running (the supervisor
- * should restart the server), 1 anything else.
+ * should restart the server), 5 the storage's database could not be reached at start (start again once it is up;
+ * a database lost later is waited for, not exited on), 1 anything else.
  */
 const EXIT_STORAGE_FAILED = 4;
+const EXIT_STORAGE_UNREACHABLE = 5;
 /**
  * From a storage failure to the exit: requests keep getting their 503 meanwhile and the fatal line reaches the
  * log. Short, because nothing served in between can be right.
@@ -31,6 +34,10 @@ async function main(): Promise<void> {
       process.stderr.write(`strongroom: cannot unseal the store: ${err.message}. Nothing was changed.\n`);
       process.exit(3);
     }
+    if (err instanceof StorageUnavailableError) {
+      process.stderr.write(`strongroom: ${err.message}. Start again once the database is reachable.\n`);
+      process.exit(EXIT_STORAGE_UNREACHABLE);
+    }
     if (err instanceof StartupError) {
       process.stderr.write(`strongroom: ${err.message}\n`);
       process.exit(2);
@@ -44,6 +51,10 @@ async function main(): Promise<void> {
   server.storage.onFailure((err) => {
     logger.fatal({ reason: err.message, exitCode: EXIT_STORAGE_FAILED, graceMs: STORAGE_FAILURE_GRACE_MS }, 'storage failed: every request is refused with 503 and the process exits for a restart');
     setTimeout(() => process.exit(EXIT_STORAGE_FAILED), STORAGE_FAILURE_GRACE_MS);
+  });
+  server.storage.onAvailability?.((lost) => {
+    if (lost) logger.error({ reason: lost.message }, 'storage unreachable: requests that need it get 503 until it is back');
+    else logger.info('storage reachable again');
   });
   const [host, port] = splitAddr(settings.STRONGROOM_ADDR);
   await server.app.listen({ host, port });

@@ -10,11 +10,12 @@ import { systemClock, type Clock } from './core/clock.ts';
 import { Core, type BackendRegistry } from './core/core.ts';
 import { PRIVATE_FILE_MODE, privateDir, privateFiles } from './core/storage/file-modes.ts';
 import { MemoryStorage } from './core/storage/memory.ts';
+import { POSTGRES_DEFAULTS, PostgresStorage, type PostgresOptions } from './core/storage/postgres.ts';
 import { SqliteStorage } from './core/storage/sqlite.ts';
-import type { Storage } from './core/storage/types.ts';
+import { StorageUnavailableError, type Storage } from './core/storage/types.ts';
 import { backendTypes, defaultMounts } from './engines.ts';
 import { buildApp } from './http/app.ts';
-import { apiAddress, readTls, storageUrl, type Settings } from './settings.ts';
+import { apiAddress, postgresOptions, readTls, storageUrl, type Settings } from './settings.ts';
 
 export interface Server {
   core: Core;
@@ -33,10 +34,24 @@ export interface ServerOverrides {
 
 export class StartupError extends Error {}
 
-export function openStorage(url: string): Storage {
+export async function openStorage(url: string, postgres: PostgresOptions = POSTGRES_DEFAULTS): Promise<Storage> {
   if (url === 'memory') return new MemoryStorage();
   if (url.startsWith('sqlite:')) return new SqliteStorage(url.slice('sqlite:'.length));
-  throw new StartupError(`storage "${url.split(':')[0]}" is not supported by this build yet (use "memory" or "sqlite:<path>")`);
+  if (/^postgres(ql)?:\/\//.test(url)) return openPostgres(url, postgres);
+  throw new StartupError(`storage "${url.split(':')[0]}" is not supported (use "memory", "sqlite:<path>" or "postgres://...")`);
+}
+
+/**
+ * An unreachable database stays a StorageUnavailableError (the process exits to be started again once it is up);
+ * anything else it says (a refused login, a missing database, a schema from a newer build) is a setting to fix.
+ */
+async function openPostgres(url: string, options: PostgresOptions): Promise<Storage> {
+  try {
+    return await PostgresStorage.open(url, options);
+  } catch (err) {
+    if (err instanceof StorageUnavailableError) throw err;
+    throw new StartupError(`cannot open the PostgreSQL storage: ${(err as Error).message}`);
+  }
 }
 
 /**
@@ -55,7 +70,9 @@ export function resolveUnsealKey(settings: Settings, logger: Logger): Buffer {
     return decode(readFileSync(settings.STRONGROOM_UNSEAL_KEY_FILE, 'utf8'), 'STRONGROOM_UNSEAL_KEY_FILE');
   }
   const url = storageUrl(settings);
-  if (!url.startsWith('sqlite:')) return randomBytes(32);
+  if (url === 'memory') return randomBytes(32);
+  // A key generated here would seal a shared database with a key no other node (and no later start) has.
+  if (!url.startsWith('sqlite:')) throw new StartupError('PostgreSQL storage needs STRONGROOM_UNSEAL_KEY or STRONGROOM_UNSEAL_KEY_FILE, the same on every node');
   const file = join(dirname(url.slice('sqlite:'.length)), 'unseal.key');
   privateDir(dirname(file));
   if (existsSync(file)) {
@@ -70,7 +87,7 @@ export function resolveUnsealKey(settings: Settings, logger: Logger): Buffer {
 
 /** The composition root: storage, core with built-ins and engines, HTTP app. */
 export async function createServer(settings: Settings, logger: Logger, overrides: ServerOverrides = {}): Promise<Server> {
-  const storage = overrides.storage ?? openStorage(storageUrl(settings));
+  const storage = overrides.storage ?? await openStorage(storageUrl(settings), postgresOptions(settings));
   const core = new Core({
     storage,
     clock: overrides.clock ?? systemClock,

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { parseDurationSecond } from './core/durations.ts';
+import { POSTGRES_DEFAULTS, type PostgresOptions } from './core/storage/postgres.ts';
 import { validateIssuer } from './core/oidc/issuer.ts';
 
 /**
@@ -23,6 +24,8 @@ export const settingsSchema = z.object({
   STRONGROOM_ADDR: z.string().regex(/^(\[[0-9a-fA-F:]+\]|[^:]+):\d{1,5}$/, 'expected host:port').default('127.0.0.1:8200'),
   STRONGROOM_API_ADDR: z.string().optional(),
   STRONGROOM_STORAGE: z.string().regex(/^(memory|sqlite:.+|postgres(ql)?:\/\/.+)$/, 'expected "memory", "sqlite:<path>" or "postgres://..."').optional(),
+  STRONGROOM_POSTGRES_POOL_SIZE: z.coerce.number().int().min(1).max(1000).default(POSTGRES_DEFAULTS.poolSize),
+  STRONGROOM_POSTGRES_STATEMENT_TIMEOUT: timeout('STRONGROOM_POSTGRES_STATEMENT_TIMEOUT').default(POSTGRES_DEFAULTS.statementTimeoutMs / 1000),
   STRONGROOM_UNSEAL_KEY: z.string().optional(),
   STRONGROOM_UNSEAL_KEY_FILE: z.string().optional(),
   STRONGROOM_DEV: bool.default(false),
@@ -76,6 +79,10 @@ export class SettingsError extends Error {}
 
 export function storageUrl(s: Settings): string {
   return s.STRONGROOM_STORAGE ?? (s.STRONGROOM_DEV ? 'memory' : 'sqlite:./data/strongroom.db');
+}
+
+export function postgresOptions(s: Settings): PostgresOptions {
+  return { poolSize: s.STRONGROOM_POSTGRES_POOL_SIZE, statementTimeoutMs: s.STRONGROOM_POSTGRES_STATEMENT_TIMEOUT * 1000 };
 }
 
 /** Where clients (and cloud directories fetching our OIDC keys) reach this server. */

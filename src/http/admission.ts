@@ -1,14 +1,16 @@
 import { Transform, type Readable } from 'node:stream';
 import type { Core } from '../core/core.ts';
 import { PayloadTooLargeError, StrongroomError } from '../core/errors.ts';
+import { storageRefusal } from '../core/storage/types.ts';
 
 /**
  * A store that can no longer write answers nothing: reads would serve a state that revocations can no longer
- * change (a revoked token would keep working). Its failure names the cause, never data.
+ * change (a revoked token would keep working). Its failure names the cause, never data. A store that has lost its
+ * database for now (PostgreSQL) is refused the same way until it is back: another node may be revoking meanwhile.
  */
 export function storageUnavailable(core: Core): StrongroomError | undefined {
-  const failure = core.options.storage.failure;
-  return failure && new StrongroomError(503, `storage is unavailable: ${failure.message}`);
+  const refusal = storageRefusal(core.options.storage);
+  return refusal && (refusal instanceof StrongroomError ? refusal : new StrongroomError(503, `storage is unavailable: ${refusal.message}`));
 }
 
 /**

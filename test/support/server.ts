@@ -22,6 +22,8 @@ export interface TestServerOptions {
   clock?: Clock;
   /** "memory" (default) or "sqlite" (a file in a fresh temp dir, or `dataDir` to reopen one). */
   storage?: 'memory' | 'sqlite';
+  /** A PostgreSQL database (postgres.ts `createDatabase`) to store in instead; the server closes its pool. */
+  postgresUrl?: string;
   dataDir?: string;
   unsealKey?: string;
   listen?: boolean;
@@ -37,7 +39,7 @@ export async function startTestServer(opts: TestServerOptions = {}): Promise<Tes
   const settings = loadSettings({
     STRONGROOM_DEV: '1',
     STRONGROOM_DEV_ROOT_TOKEN: 'root',
-    STRONGROOM_STORAGE: opts.storage === 'sqlite' ? `sqlite:${join(dataDir, 'strongroom.db')}` : 'memory',
+    STRONGROOM_STORAGE: opts.postgresUrl ?? (opts.storage === 'sqlite' ? `sqlite:${join(dataDir, 'strongroom.db')}` : 'memory'),
     STRONGROOM_UNSEAL_KEY: unsealKey,
     STRONGROOM_LOG_LEVEL: process.env.STRONGROOM_TEST_LOG_LEVEL ?? 'silent',
     ...opts.env,

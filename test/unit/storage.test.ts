@@ -3,9 +3,7 @@ import { chmodSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
-import { MemoryStorage } from '../../src/core/storage/memory.ts';
 import { SqliteStorage } from '../../src/core/storage/sqlite.ts';
-import type { Storage } from '../../src/core/storage/types.ts';
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -18,48 +16,7 @@ const sqlitePath = () => {
 };
 const b = (s: string) => Buffer.from(s);
 
-describe.each([
-  ['memory', () => new MemoryStorage() as Storage],
-  ['sqlite', () => new SqliteStorage(sqlitePath()) as Storage],
-])('Storage contract (%s)', (_name, make) => {
-  it('"get returns what put wrote; delete removes it"', async () => {
-    const s = make();
-    await s.put('a/b', b('1'));
-    expect((await s.get('a/b'))?.toString()).toBe('1');
-    await s.delete('a/b');
-    expect(await s.get('a/b')).toBeUndefined();
-    await s.close();
-  });
-
-  it('"list returns direct children, folders with a trailing slash, sorted"', async () => {
-    const s = make();
-    for (const k of ['p/x', 'p/d/1', 'p/d/2', 'p/a', 'p/e/f/g', 'q/z']) await s.put(k, b(k));
-    expect(await s.list('p/')).toEqual(['a', 'd/', 'e/', 'x']);
-    expect(await s.list('p/d/')).toEqual(['1', '2']);
-    expect(await s.list('none/')).toEqual([]);
-    await s.close();
-  });
-
-  it('"a transaction applies all of its operations only when every condition holds"', async () => {
-    const s = make();
-    await s.put('slot', b('free'));
-    expect(await s.transaction([{ type: 'put', key: 'slot', value: b('taken') }, { type: 'put', key: 'owner', value: b('me') }], [{ key: 'slot', expected: b('free') }])).toBe(true);
-    expect(await s.transaction([{ type: 'put', key: 'slot', value: b('stolen') }, { type: 'delete', key: 'owner' }], [{ key: 'slot', expected: b('free') }])).toBe(false);
-    expect((await s.get('slot'))?.toString()).toBe('taken');
-    expect((await s.get('owner'))?.toString()).toBe('me');
-    expect(await s.transaction([{ type: 'put', key: 'new', value: b('1') }], [{ key: 'new', expected: undefined }])).toBe(true);
-    expect(await s.transaction([{ type: 'put', key: 'new', value: b('2') }], [{ key: 'new', expected: undefined }])).toBe(false);
-    await s.close();
-  });
-
-  it('"concurrent compare-and-set on one key: exactly one wins"', async () => {
-    const s = make();
-    const results = await Promise.all(Array.from({ length: 32 }, (_, i) => s.transaction([{ type: 'put', key: 'lock', value: b(String(i)) }], [{ key: 'lock', expected: undefined }])));
-    expect(results.filter(Boolean)).toHaveLength(1);
-    await s.close();
-  });
-});
-
+// The contract every backend keeps is in test/integration/storage-contract.test.ts; these are SQLite's own.
 describe('SqliteStorage durability and group commit', () => {
   it('"a store made with the earlier WITHOUT ROWID table is moved to the rowid layout with every row"', async () => {
     const path = sqlitePath();

@@ -3,6 +3,7 @@ import type { Core } from '../../core/core.ts';
 import { BadRequestError } from '../../core/errors.ts';
 import { field } from '../../core/fields.ts';
 import { definePath, type PathDefinition } from '../../core/framework.ts';
+import { storageRefusal } from '../../core/storage/types.ts';
 import type { StorageView } from '../../core/storage/view.ts';
 
 const VERSION = '0.1.0';
@@ -60,8 +61,9 @@ export function statusPaths(core: Core, cluster: ClusterIdentity): PathDefinitio
       fields: healthFields,
       operations: {
         read: async (req) => raw(
-          // A store that can no longer write fails closed: no query parameter turns that into success.
-          core.options.storage.failure ? 503 : req.data.activecode ?? 200,
+          // A store that can no longer write, or cannot reach its database for now, fails closed: no query parameter
+          // turns that into success.
+          storageRefusal(core.options.storage) ? 503 : req.data.activecode ?? 200,
           {
             initialized: true, sealed: core.sealed, standby: false, performance_standby: false,
             replication_performance_mode: 'disabled', replication_dr_mode: 'disabled',

@@ -1,3 +1,5 @@
+import { StrongroomError } from '../errors.ts';
+
 /** A change applied by Storage.transaction; all of a transaction's operations land together or not at all. */
 export type StorageOp = { type: 'put'; key: string; value: Buffer } | { type: 'delete'; key: string };
 
@@ -28,6 +30,30 @@ export interface Storage {
   readonly failure: Error | undefined;
   /** Calls `listener` once with the failure: when it happens, or at once if it already has. */
   onFailure(listener: (err: Error) => void): void;
+  /**
+   * Set while the store cannot reach its database, and cleared by the store itself once it can again (PostgreSQL).
+   * Unlike `failure` this passes: nothing acknowledged was lost, so the server keeps running and refuses requests
+   * meanwhile. Stores that live in the process (memory, SQLite) cannot lose a connection and leave it out.
+   */
+  readonly unavailable?: StorageUnavailableError;
+  /** Calls `listener` each time `unavailable` changes: with the error when the store is lost, undefined when it is back. */
+  onAvailability?(listener: (unavailable: StorageUnavailableError | undefined) => void): void;
+}
+
+/**
+ * A storage call refused because the database cannot be reached or did not answer in time. A write that throws it
+ * either landed entirely or not at all; requests answer 503 (it is a StrongroomError, so every error path renders
+ * it as one) and may be retried.
+ */
+export class StorageUnavailableError extends StrongroomError {
+  constructor(reason: string) {
+    super(503, `storage is unavailable: ${reason}`);
+  }
+}
+
+/** Why the store refuses requests right now, if it does: for good (`failure`) or until it is reachable again. */
+export function storageRefusal(storage: Storage): Error | undefined {
+  return storage.failure ?? storage.unavailable;
 }
 
 /** Folds keys under `prefix` into direct children, preserving order and dropping repeats. */

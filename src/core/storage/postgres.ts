@@ -1,0 +1,361 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import pg from 'pg';
+import { directChildren, StorageUnavailableError, type Storage, type StorageCondition, type StorageOp } from './types.ts';
+
+export interface PostgresOptions {
+  /** Connections this process keeps to the database at most. */
+  poolSize: number;
+  /** The longest one statement may run before PostgreSQL cancels it (and rolls it back), in milliseconds. */
+  statementTimeoutMs: number;
+}
+
+export const POSTGRES_DEFAULTS: PostgresOptions = { poolSize: 10, statementTimeoutMs: 10_000 };
+
+/**
+ * Advisory locks live in one namespace per database, shared with whatever else uses it. Ours are the two-integer
+ * form under this class (key hashes use the one-bigint form, a separate namespace), so they cannot meet another
+ * application's unless it picks the same class.
+ */
+const LOCK_CLASS = 0x5352_4d31; // "SRM1"
+const SCHEMA_LOCK = 1;
+const WRITE_GATE = 2;
+
+/**
+ * A transaction locks each key it touches while it writes fewer than this many; a larger one (a remount moving
+ * thousands of leases) takes the write gate alone instead. Advisory locks come out of PostgreSQL's shared lock
+ * table (max_locks_per_transaction x max_connections, 6400 slots by default), which one large transaction per key
+ * would exhaust for the whole server.
+ */
+const MAX_KEY_LOCKS = 32;
+
+/** The first failed probe after a lost connection is retried after this, doubling up to PROBE_MAX_MS. */
+const PROBE_BASE_MS = 100;
+const PROBE_MAX_MS = 2000;
+/**
+ * A statement the server should have cancelled by now but that has not answered: the connection is taken as lost
+ * (a partitioned network answers nothing, and TCP alone would wait many minutes).
+ */
+const CLIENT_TIMEOUT_MARGIN_MS = 5000;
+
+/**
+ * How every write is serialised: `strongroom_write` runs in one PostgreSQL transaction (one statement, so one round
+ * trip) and, before it reads a condition or writes a key, takes a transaction-scoped advisory lock on the hash of
+ * every key the transaction names, conditions and operations alike, in hash order (no deadlock), behind a shared
+ * lock on the write gate that a large transaction takes exclusively. So every write to a key holds that key's lock
+ * until it commits, and a condition is read under it, after the previous holder's commit is visible (READ
+ * COMMITTED: each statement of a volatile function takes a fresh snapshot).
+ *
+ * Why not the alternatives: a row lock (SELECT ... FOR UPDATE) cannot lock a row that does not exist, and most
+ * guards here expect a key absent ("no lease yet", "not being revoked"); SERIALIZABLE guards absent keys with
+ * predicate locks, but aborts unrelated transactions that share an index page and needs a retry loop around every
+ * write; an INSERT ... ON CONFLICT placeholder covers an absent key but writes (and leaves dead) a row for every
+ * guard. Two keys whose hashes collide merely wait for each other. The server side keeps each lock held for the
+ * commit alone, not for a client's round trips, which matters once several nodes write the same hot keys.
+ *
+ * The last operation on a key wins, as if the operations were applied in order (`fold` below).
+ */
+const WRITE_FUNCTION = `
+CREATE FUNCTION strongroom_write(lock_keys text[], cond_keys text[], cond_values bytea[], put_keys text[], put_values bytea[], delete_keys text[])
+RETURNS boolean LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+  -- An acknowledged write must survive a crash: a session or role that turned commits asynchronous gets them back.
+  IF current_setting('synchronous_commit') = 'off' THEN
+    PERFORM set_config('synchronous_commit', 'on', true);
+  END IF;
+  IF cardinality(lock_keys) > ${MAX_KEY_LOCKS} THEN
+    PERFORM pg_advisory_xact_lock(${LOCK_CLASS}, ${WRITE_GATE});
+  ELSE
+    PERFORM pg_advisory_xact_lock_shared(${LOCK_CLASS}, ${WRITE_GATE});
+    PERFORM pg_advisory_xact_lock(h) FROM (SELECT DISTINCT hashtextextended(k, 0) AS h FROM unnest(lock_keys) AS k ORDER BY h) AS ordered;
+  END IF;
+  IF EXISTS (
+    SELECT FROM unnest(cond_keys, cond_values) AS c (key, expected)
+    LEFT JOIN strongroom_kv AS kv ON kv.key = c.key
+    WHERE kv.value IS DISTINCT FROM c.expected
+  ) THEN
+    RETURN false;
+  END IF;
+  DELETE FROM strongroom_kv WHERE key = ANY (delete_keys);
+  INSERT INTO strongroom_kv (key, value) SELECT * FROM unnest(put_keys, put_values)
+    ON CONFLICT (key) DO UPDATE SET value = excluded.value;
+  RETURN true;
+END
+$$`;
+
+/**
+ * Schema versions in order: entry i upgrades version i to i + 1. Released entries are never edited, only appended
+ * to. Keys sort in byte order (COLLATE "C"), so a prefix is one range of the primary key's index and listing a
+ * folder never sorts or scans past it.
+ */
+const SCHEMA_STEPS: string[] = [
+  `CREATE TABLE strongroom_kv (key text COLLATE "C" PRIMARY KEY, value bytea NOT NULL);
+   ${WRITE_FUNCTION};`,
+];
+
+/**
+ * The direct children of $1 in one statement, one index probe per child (a loose index scan): from each child's
+ * first key, the next probe starts past it, or past its whole folder (the folder's name with its '/' replaced by
+ * '0', the next character), so a folder holding a million keys costs one probe. `key || chr(1)` is the smallest
+ * string after `key` (text cannot hold chr(0)). The recursion ends at the first key outside the prefix.
+ */
+const LIST_SQL = `
+WITH RECURSIVE child (key) AS (
+  (SELECT key FROM strongroom_kv WHERE key >= $1::text ORDER BY key LIMIT 1)
+  UNION ALL
+  SELECT (SELECT kv.key FROM strongroom_kv AS kv WHERE kv.key >= next.bound ORDER BY kv.key LIMIT 1)
+  FROM child
+  CROSS JOIN LATERAL (SELECT strpos(substr(child.key, length($1::text) + 1), '/') AS slash) AS s
+  CROSS JOIN LATERAL (SELECT CASE s.slash WHEN 0 THEN child.key || chr(1) ELSE left(child.key, length($1::text) + s.slash - 1) || '0' END AS bound) AS next
+  WHERE starts_with(child.key, $1::text)
+)
+SELECT key FROM child WHERE starts_with(key, $1::text) ORDER BY key`;
+
+/**
+ * Several server processes on one database (design.md, "Running more than one node"). Every call is one statement
+ * and one transaction: a write is acknowledged once PostgreSQL has committed it (synchronous_commit), and a write
+ * whose answer was lost with the connection either landed entirely or not at all. There is no value cache: another
+ * node may have written since.
+ *
+ * Losing the database is a passing state, not a failure: the first connection error has the store probe the
+ * database; while the probe fails the store is `unavailable` (every call is refused at once with that error, and
+ * requests get 503), and it clears itself when a probe succeeds again.
+ */
+export class PostgresStorage implements Storage {
+  readonly #pool: pg.Pool;
+  /** The database's address for messages: the URL with its password masked. */
+  readonly #where: string;
+  readonly #password: string;
+  readonly #statementTimeoutMs: number;
+  #unavailable: StorageUnavailableError | undefined;
+  readonly #availabilityListeners: Array<(unavailable: StorageUnavailableError | undefined) => void> = [];
+  #probing = false;
+  readonly #closing = new AbortController();
+
+  private constructor(url: string, password: string, options: PostgresOptions) {
+    this.#where = redactUrl(url);
+    this.#password = password;
+    this.#statementTimeoutMs = options.statementTimeoutMs;
+    this.#pool = new pg.Pool({
+      connectionString: url,
+      max: options.poolSize,
+      statement_timeout: options.statementTimeoutMs,
+      query_timeout: options.statementTimeoutMs + CLIENT_TIMEOUT_MARGIN_MS,
+      connectionTimeoutMillis: options.statementTimeoutMs,
+      keepAlive: true,
+      application_name: 'strongroom',
+      // Like the SQLite writer thread: an idle store never keeps the process alive.
+      allowExitOnIdle: true,
+    });
+    // An idle connection the server closed (a restart, a failover) is reported here; unheard, it would end the process.
+    this.#pool.on('error', () => this.#lost());
+  }
+
+  /**
+   * Connects and brings the schema to this build's version. Throws StorageUnavailableError when PostgreSQL cannot
+   * be reached; other errors (a refused login, a schema from a newer build) name their cause. Neither names the
+   * password.
+   */
+  static async open(url: string, options: PostgresOptions = POSTGRES_DEFAULTS): Promise<PostgresStorage> {
+    let password: string;
+    try {
+      password = decodeURIComponent(new URL(url).password);
+    } catch {
+      throw new Error('the PostgreSQL storage URL is not a valid URL (postgres://user:password@host:port/database)');
+    }
+    const storage = new PostgresStorage(url, password, options);
+    try {
+      await storage.#migrate();
+    } catch (err) {
+      await storage.close();
+      throw storage.#explain(err);
+    }
+    return storage;
+  }
+
+  async get(key: string): Promise<Buffer | undefined> {
+    const { rows } = await this.#query<{ value: Buffer }>('strongroom_get', 'SELECT value FROM strongroom_kv WHERE key = $1', [key]);
+    return rows[0]?.value;
+  }
+
+  async put(key: string, value: Buffer): Promise<void> {
+    await this.transaction([{ type: 'put', key, value }]);
+  }
+
+  async delete(key: string): Promise<void> {
+    await this.transaction([{ type: 'delete', key }]);
+  }
+
+  async list(prefix: string): Promise<string[]> {
+    const { rows } = await this.#query<{ key: string }>('strongroom_list', LIST_SQL, [prefix]);
+    return directChildren(prefix, rows.map((r) => r.key));
+  }
+
+  async transaction(ops: StorageOp[], conditions: StorageCondition[] = []): Promise<boolean> {
+    const { puts, deletes } = fold(ops);
+    const locked = new Set([...puts.keys(), ...deletes, ...conditions.map((c) => c.key)]);
+    const { rows } = await this.#query<{ applied: boolean }>('strongroom_write', 'SELECT strongroom_write($1, $2, $3, $4, $5, $6) AS applied', [
+      [...locked],
+      conditions.map((c) => c.key),
+      conditions.map((c) => c.expected ?? null),
+      [...puts.keys()],
+      [...puts.values()],
+      deletes,
+    ]);
+    return rows[0].applied;
+  }
+
+  // The database's own HA and restarts are passing states (`unavailable`); nothing here breaks for good.
+  get failure(): Error | undefined {
+    return undefined;
+  }
+  onFailure(): void {}
+
+  get unavailable(): StorageUnavailableError | undefined {
+    return this.#unavailable;
+  }
+
+  onAvailability(listener: (unavailable: StorageUnavailableError | undefined) => void): void {
+    this.#availabilityListeners.push(listener);
+  }
+
+  async close(): Promise<void> {
+    if (this.#closing.signal.aborted) return;
+    this.#closing.abort();
+    await this.#pool.end();
+  }
+
+  async #query<R extends pg.QueryResultRow>(name: string, text: string, values: unknown[]): Promise<pg.QueryResult<R>> {
+    // Refused at once while the database is away: a request should not wait out a connection timeout to learn it.
+    if (this.#unavailable) throw this.#unavailable;
+    try {
+      return await this.#pool.query<R>({ name, text, values });
+    } catch (err) {
+      throw this.#explain(err);
+    }
+  }
+
+  /** Turns an error into the one callers see: a connection problem becomes StorageUnavailableError, and is probed. */
+  #explain(err: unknown): Error {
+    if (!(err instanceof Error)) return new Error(String(err));
+    // The statement was cancelled, so it rolled back: nothing of it landed.
+    if (err instanceof pg.DatabaseError && err.code === '57014') return new StorageUnavailableError(`PostgreSQL did not answer within ${this.#statementTimeoutMs / 1000}s`);
+    if (!isConnectionLoss(err)) {
+      if (err instanceof pg.DatabaseError) return new Error(`PostgreSQL at ${this.#where}: ${this.#scrub(err.message)}`);
+      return err;
+    }
+    this.#lost();
+    return new StorageUnavailableError(this.#reason(err));
+  }
+
+  #reason(err: Error): string {
+    // Connecting to a name with several addresses fails with an AggregateError whose own message is empty.
+    const detail = err.message || (err as { code?: string }).code || (err as Partial<AggregateError>).errors?.[0]?.message || 'connection failed';
+    return `PostgreSQL at ${this.#where} cannot be reached (${this.#scrub(detail)})`;
+  }
+
+  /** Belt and braces: driver messages do not quote the password, and this makes sure none ever does. */
+  #scrub(message: string): string {
+    return this.#password ? message.split(this.#password).join('***') : message;
+  }
+
+  /**
+   * A connection failed. One lost connection (a restarted backend) need not mean the database is gone, so the store
+   * asks first: it becomes unavailable only when a probe fails, and available again at the first probe that
+   * succeeds. Probes back off to PROBE_MAX_MS and stop when the store closes; they have no other end, since the
+   * store must come back by itself however long the database is away.
+   */
+  #lost(): void {
+    if (this.#probing || this.#closing.signal.aborted) return;
+    this.#probing = true;
+    void (async () => {
+      for (let attempt = 0; !this.#closing.signal.aborted; attempt++) {
+        const failed = await this.#probe();
+        this.#setUnavailable(failed && new StorageUnavailableError(this.#reason(failed)));
+        if (!failed) break;
+        await sleep(Math.min(PROBE_MAX_MS, PROBE_BASE_MS * 2 ** attempt), undefined, { signal: this.#closing.signal, ref: false }).catch(() => undefined);
+      }
+      this.#probing = false;
+    })();
+  }
+
+  /** Undefined when the database answers and takes writes (a standby during a failover does not). */
+  async #probe(): Promise<Error | undefined> {
+    try {
+      const { rows } = await this.#pool.query<{ standby: boolean }>('SELECT pg_is_in_recovery() AS standby');
+      return rows[0].standby ? new Error('the server is a read-only standby') : undefined;
+    } catch (err) {
+      return err instanceof Error ? err : new Error(String(err));
+    }
+  }
+
+  /** Listeners hear the changes between available and not; a probe failing again only refreshes the reason. */
+  #setUnavailable(next: StorageUnavailableError | undefined): void {
+    const changed = !next !== !this.#unavailable;
+    this.#unavailable = next;
+    if (changed) for (const listener of this.#availabilityListeners) listener(next);
+  }
+
+  /**
+   * Creates or upgrades the schema in one transaction under a fixed advisory lock, so nodes starting together on
+   * an empty database create it once and the others wait, then find it current.
+   */
+  async #migrate(): Promise<void> {
+    const client = await this.#pool.connect();
+    let failed: Error | undefined;
+    try {
+      await client.query('BEGIN');
+      await client.query('SELECT pg_advisory_xact_lock($1, $2)', [LOCK_CLASS, SCHEMA_LOCK]);
+      const { rows: [{ present }] } = await client.query<{ present: boolean }>("SELECT to_regclass('strongroom_schema') IS NOT NULL AS present");
+      let version = 0;
+      if (present) version = (await client.query<{ version: number }>('SELECT version FROM strongroom_schema')).rows[0]?.version ?? 0;
+      else await client.query('CREATE TABLE strongroom_schema (only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row), version integer NOT NULL)');
+      if (version > SCHEMA_STEPS.length) throw new Error(`the database holds schema version ${version}, newer than this build's ${SCHEMA_STEPS.length}: run a Strongroom at least as new as the one that upgraded it`);
+      for (const step of SCHEMA_STEPS.slice(version)) await client.query(step);
+      await client.query('INSERT INTO strongroom_schema (version) VALUES ($1) ON CONFLICT (only_row) DO UPDATE SET version = excluded.version', [SCHEMA_STEPS.length]);
+      await client.query('COMMIT');
+    } catch (err) {
+      failed = err as Error;
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw err;
+    } finally {
+      // A connection that failed mid-transaction is not handed back to the pool.
+      client.release(failed);
+    }
+  }
+}
+
+/** The final state per key of a list of operations applied in order. */
+function fold(ops: StorageOp[]): { puts: Map<string, Buffer>; deletes: string[] } {
+  const last = new Map<string, Buffer | null>();
+  for (const op of ops) last.set(op.key, op.type === 'put' ? op.value : null);
+  const puts = new Map<string, Buffer>();
+  const deletes: string[] = [];
+  for (const [key, value] of last) {
+    if (value) puts.set(key, value);
+    else deletes.push(key);
+  }
+  return { puts, deletes };
+}
+
+/**
+ * Errors that say the connection (not the statement) failed: socket errors, the driver's own timeouts and closed
+ * connections, and PostgreSQL's connection, shutdown, resource and read-only classes (a standby after a failover).
+ */
+function isConnectionLoss(err: Error): boolean {
+  const code = (err as { code?: unknown }).code;
+  if (err instanceof pg.DatabaseError) return /^(08|53|57P)/.test(code as string) || code === '25006';
+  if (typeof code === 'string' && /^E[A-Z]+$/.test(code)) return true;
+  if (err instanceof AggregateError) return true;
+  return /connection terminated|connection error|not queryable|timeout exceeded when trying to connect|query read timeout/i.test(err.message);
+}
+
+/** The URL with its password replaced by `***`, for messages and logs. */
+export function redactUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password) parsed.password = '***';
+    return parsed.href;
+  } catch {
+    return url.replace(/\/\/([^:/@]*):[^@]*@/, '//$1:***@');
+  }
+}

@@ -1,0 +1,158 @@
+// The Storage contract (src/core/storage/types.ts), run unchanged against every backend.
+import { afterEach, describe, expect, inject, it } from 'vitest';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { MemoryStorage } from '../../src/core/storage/memory.ts';
+import { PostgresStorage } from '../../src/core/storage/postgres.ts';
+import { SqliteStorage } from '../../src/core/storage/sqlite.ts';
+import type { Storage, StorageOp } from '../../src/core/storage/types.ts';
+import { createDatabase, type TestDatabase } from '../support/postgres.ts';
+
+const postgres = inject('postgres');
+const stores: Storage[] = [];
+const dirs: string[] = [];
+const databases: TestDatabase[] = [];
+afterEach(async () => {
+  while (stores.length) await stores.pop()!.close();
+  while (dirs.length) rmSync(dirs.pop()!, { recursive: true, force: true });
+  while (databases.length) await databases.pop()!.drop();
+});
+
+/** Each test gets an empty store of its own, closed (and its file or database removed) after it. */
+const backends: Array<[string, () => Promise<Storage>]> = [
+  ['memory', async () => new MemoryStorage()],
+  ['sqlite', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'strongroom-contract-'));
+    dirs.push(dir);
+    return new SqliteStorage(join(dir, 'db.sqlite'));
+  }],
+  ['postgres', async () => {
+    const db = await createDatabase(postgres);
+    databases.push(db);
+    return PostgresStorage.open(db.url);
+  }],
+];
+
+const b = (s: string) => Buffer.from(s);
+const text = (v: Buffer | undefined) => v?.toString();
+const puts = (keys: string[]): StorageOp[] => keys.map((key) => ({ type: 'put', key, value: b(key) }));
+
+describe.each(backends)('Storage contract (%s)', (_name, open) => {
+  const make = async () => {
+    const s = await open();
+    stores.push(s);
+    return s;
+  };
+
+  it('"get returns what put wrote, a later put replaces it; delete removes it; an absent key reads undefined"', async () => {
+    const s = await make();
+    expect(await s.get('a/b')).toBeUndefined();
+    await s.put('a/b', b('1'));
+    expect(text(await s.get('a/b'))).toBe('1');
+    await s.put('a/b', b('2'));
+    expect(text(await s.get('a/b'))).toBe('2');
+    await s.delete('a/b');
+    expect(await s.get('a/b')).toBeUndefined();
+    await s.delete('never/written');
+  });
+
+  it('"values are opaque bytes: every byte value comes back unchanged"', async () => {
+    const s = await make();
+    const all = Buffer.from(Array.from({ length: 256 }, (_, i) => i));
+    await s.put('bytes', all);
+    expect((await s.get('bytes'))?.equals(all)).toBe(true);
+  });
+
+  it('"list returns direct children, folders with a trailing slash, sorted"', async () => {
+    const s = await make();
+    for (const k of ['p/x', 'p/d/1', 'p/d/2', 'p/a', 'p/e/f/g', 'q/z']) await s.put(k, b(k));
+    expect(await s.list('p/')).toEqual(['a', 'd/', 'e/', 'x']);
+    expect(await s.list('p/d/')).toEqual(['1', '2']);
+    expect(await s.list('none/')).toEqual([]);
+    expect(await s.list('')).toEqual(['p/', 'q/']);
+  });
+
+  it('"list keeps a key and a folder apart when their names sort next to each other, and takes names literally"', async () => {
+    const s = await make();
+    const names = ['a', 'a-x', 'a/1', 'a/2/3', 'a0', 'a.b', '100%', '1_0', "it's \"quoted\"", 'back\\slash', 'ünï', 'sp ace', '{br,ace}'];
+    await s.transaction(puts(names.map((n) => `n/${n}`)));
+    expect(await s.list('n/')).toEqual(['1_0', '100%', 'a', 'a-x', 'a.b', 'a/', 'a0', 'back\\slash', "it's \"quoted\"", 'sp ace', '{br,ace}', 'ünï'].sort());
+    expect(await s.list('n/a/')).toEqual(['1', '2/']);
+    expect(await s.list('n/1')).toEqual(['00%', '_0']);
+  });
+
+  it('"list reads a folder of thousands of keys and many sub-folders whole"', async () => {
+    const s = await make();
+    const leaves = Array.from({ length: 2500 }, (_, i) => `big/leaf-${String(i).padStart(4, '0')}`);
+    const folders = Array.from({ length: 1200 }, (_, i) => `big/dir-${String(i).padStart(4, '0')}/${i % 3}/x`);
+    for (let i = 0; i < leaves.length + folders.length; i += 500) await s.transaction(puts([...leaves, ...folders].slice(i, i + 500)));
+    const listed = await s.list('big/');
+    expect(listed).toHaveLength(3700);
+    expect(listed.slice(0, 2)).toEqual(['dir-0000/', 'dir-0001/']);
+    expect(listed.slice(-1)).toEqual(['leaf-2499']);
+    expect(await s.list('big/dir-0005/')).toEqual(['2/']);
+  });
+
+  it('"a transaction applies all of its operations only when every condition holds"', async () => {
+    const s = await make();
+    await s.put('slot', b('free'));
+    expect(await s.transaction([{ type: 'put', key: 'slot', value: b('taken') }, { type: 'put', key: 'owner', value: b('me') }], [{ key: 'slot', expected: b('free') }])).toBe(true);
+    expect(await s.transaction([{ type: 'put', key: 'slot', value: b('stolen') }, { type: 'delete', key: 'owner' }], [{ key: 'slot', expected: b('free') }])).toBe(false);
+    expect(text(await s.get('slot'))).toBe('taken');
+    expect(text(await s.get('owner'))).toBe('me');
+    expect(await s.transaction([{ type: 'put', key: 'new', value: b('1') }], [{ key: 'new', expected: undefined }])).toBe(true);
+    expect(await s.transaction([{ type: 'put', key: 'new', value: b('2') }], [{ key: 'new', expected: undefined }])).toBe(false);
+  });
+
+  it('"a condition may guard a key the transaction does not write, present or absent"', async () => {
+    const s = await make();
+    const lease = [{ type: 'put' as const, key: 'lease/1', value: b('l') }];
+    await s.put('revoking/t', b('yes'));
+    expect(await s.transaction(lease, [{ key: 'revoking/t', expected: undefined }])).toBe(false);
+    expect(await s.get('lease/1')).toBeUndefined();
+    await s.delete('revoking/t');
+    expect(await s.transaction(lease, [{ key: 'revoking/t', expected: undefined }, { key: 'token/t', expected: undefined }])).toBe(true);
+    expect(text(await s.get('lease/1'))).toBe('l');
+  });
+
+  it('"operations on one key apply in order: the last one wins"', async () => {
+    const s = await make();
+    expect(await s.transaction([{ type: 'put', key: 'k1', value: b('a') }, { type: 'delete', key: 'k1' }])).toBe(true);
+    expect(await s.transaction([{ type: 'delete', key: 'k2' }, { type: 'put', key: 'k2', value: b('b') }, { type: 'put', key: 'k2', value: b('c') }])).toBe(true);
+    expect(await s.get('k1')).toBeUndefined();
+    expect(text(await s.get('k2'))).toBe('c');
+  });
+
+  it('"a transaction of hundreds of keys lands whole, or not at all when a condition fails"', async () => {
+    const s = await make();
+    const keys = Array.from({ length: 300 }, (_, i) => `many/${i}`);
+    expect(await s.transaction(puts(keys), [{ key: 'gate', expected: b('open') }])).toBe(false);
+    expect(await s.list('many/')).toEqual([]);
+    await s.put('gate', b('open'));
+    expect(await s.transaction([...puts(keys), { type: 'delete', key: 'gate' }], [{ key: 'gate', expected: b('open') }])).toBe(true);
+    expect(await s.list('many/')).toHaveLength(300);
+    expect(await s.get('gate')).toBeUndefined();
+  });
+
+  it('"concurrent compare-and-set on one key: exactly one wins"', async () => {
+    const s = await make();
+    const results = await Promise.all(Array.from({ length: 32 }, (_, i) => s.transaction([{ type: 'put', key: 'lock', value: b(String(i)) }], [{ key: 'lock', expected: undefined }])));
+    expect(results.filter(Boolean)).toHaveLength(1);
+    expect(text(await s.get('lock'))).toBe(String(results.indexOf(true)));
+  });
+
+  it('"concurrent read-modify-write with compare-and-set loses no update"', async () => {
+    const s = await make();
+    await s.put('counter', b('0'));
+    const increment = async () => {
+      for (let attempt = 0; attempt < 100; attempt++) {
+        const current = await s.get('counter');
+        if (await s.transaction([{ type: 'put', key: 'counter', value: b(String(Number(text(current)) + 1)) }], [{ key: 'counter', expected: current }])) return;
+      }
+      throw new Error('no attempt won');
+    };
+    await Promise.all(Array.from({ length: 20 }, increment));
+    expect(text(await s.get('counter'))).toBe('20');
+  });
+});
