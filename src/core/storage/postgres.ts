@@ -98,7 +98,7 @@ const SCHEMA_STEPS: string[] = [
  * '0', the next character), so a folder holding a million keys costs one probe. `key || chr(1)` is the smallest
  * string after `key` (text cannot hold chr(0)). The recursion ends at the first key outside the prefix.
  */
-const LIST_SQL = `
+export const LIST_SQL = `
 WITH RECURSIVE child (key) AS (
   (SELECT key FROM strongroom_kv WHERE key >= $1::text ORDER BY key LIMIT 1)
   UNION ALL

@@ -1,0 +1,261 @@
+// PostgreSQL storage beyond the shared contract (storage-contract.test.ts): several pools on one database, the
+// schema made at start, and the database going away and coming back.
+import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { promisify } from 'node:util';
+import pg from 'pg';
+import { LIST_SQL, PostgresStorage, type PostgresOptions } from '../../src/core/storage/postgres.ts';
+import { StorageUnavailableError, type StorageOp } from '../../src/core/storage/types.ts';
+import { StartupError } from '../../src/server.ts';
+import { freePort } from '../support/ports.ts';
+import { createDatabase, startPostgres, startServer, stopPostgres, stopServer, type PostgresFacts, type TestDatabase } from '../support/postgres.ts';
+import { startTestServer, type TestServer } from '../support/server.ts';
+
+const shared = inject('postgres');
+const b = (s: string) => Buffer.from(s);
+const text = (v: Buffer | undefined) => v?.toString();
+
+const closers: Array<() => Promise<unknown>> = [];
+afterEach(async () => {
+  while (closers.length) await closers.pop()!();
+});
+
+async function database(facts: Pick<PostgresFacts, 'adminUrl' | 'host' | 'port' | 'user'> = shared): Promise<TestDatabase> {
+  const db = await createDatabase(facts);
+  closers.push(() => db.drop());
+  return db;
+}
+
+/** A store as one node opens it; closed before its database is dropped. */
+async function node(url: string, options?: PostgresOptions): Promise<PostgresStorage> {
+  const s = await PostgresStorage.open(url, options);
+  closers.push(() => s.close());
+  return s;
+}
+
+/** Runs `sql` on its own connection, as an operator (or another application) would. */
+async function psql<R extends pg.QueryResultRow>(url: string, sql: string, values: unknown[] = []): Promise<R[]> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return (await client.query<R>(sql, values)).rows;
+  } finally {
+    await client.end();
+  }
+}
+
+describe('compare-and-set across nodes (two pools on one database)', () => {
+  it('"of transactions from two nodes that all expect one key absent, exactly one wins"', async () => {
+    const db = await database();
+    const [a, c] = [await node(db.url), await node(db.url)];
+    for (let round = 0; round < 20; round++) {
+      const key = `claim/${round}`;
+      const results = await Promise.all(Array.from({ length: 16 }, (_, i) => (i % 2 ? a : c).transaction([{ type: 'put', key, value: b(String(i)) }], [{ key, expected: undefined }])));
+      expect(results.filter(Boolean), `round ${round}`).toHaveLength(1);
+      expect(text(await a.get(key))).toBe(String(results.indexOf(true)));
+    }
+  });
+
+  it('"two nodes incrementing one counter by compare-and-set lose no update"', async () => {
+    const db = await database();
+    const [a, c] = [await node(db.url), await node(db.url)];
+    await a.put('counter', b('0'));
+    const increment = async (s: PostgresStorage) => {
+      for (let attempt = 0; attempt < 200; attempt++) {
+        const current = await s.get('counter');
+        if (await s.transaction([{ type: 'put', key: 'counter', value: b(String(Number(text(current)) + 1)) }], [{ key: 'counter', expected: current }])) return;
+      }
+      throw new Error('no attempt won');
+    };
+    await Promise.all(Array.from({ length: 30 }, (_, i) => increment(i % 2 ? a : c)));
+    expect(text(await c.get('counter'))).toBe('30');
+  });
+
+  it('"a plain put racing a compare-and-set that expects the key absent always ends with the put\'s value: it cannot land between the check and the write"', async () => {
+    const db = await database();
+    const [a, c] = [await node(db.url), await node(db.url)];
+    for (let round = 0; round < 40; round++) {
+      const key = `race/${round}`;
+      await Promise.all([
+        a.transaction([{ type: 'put', key, value: b('guarded') }], [{ key, expected: undefined }]),
+        c.put(key, b('plain')),
+      ]);
+      expect(text(await a.get(key)), `round ${round}`).toBe('plain');
+    }
+  });
+
+  it('"a transaction naming more keys than the per-key lock limit takes the write gate and is serialised with small ones"', async () => {
+    const db = await database();
+    const [a, c] = [await node(db.url), await node(db.url)];
+    await a.put('counter', b('0'));
+    const bump = async (s: PostgresStorage, extra: number, tag: string) => {
+      for (let attempt = 0; attempt < 200; attempt++) {
+        const current = await s.get('counter');
+        const ops: StorageOp[] = [{ type: 'put', key: 'counter', value: b(String(Number(text(current)) + 1)) }];
+        for (let i = 0; i < extra; i++) ops.push({ type: 'put', key: `bulk/${tag}/${i}`, value: b('x') });
+        if (await s.transaction(ops, [{ key: 'counter', expected: current }])) return;
+      }
+      throw new Error('no attempt won');
+    };
+    await Promise.all(Array.from({ length: 20 }, (_, i) => (i % 2 ? bump(a, 100, String(i)) : bump(c, 0, String(i)))));
+    expect(text(await a.get('counter'))).toBe('20');
+    expect(await a.list('bulk/')).toHaveLength(10);
+  });
+
+  it('"a write waits for another session holding its key\'s lock, and past the statement timeout is answered as unavailable with nothing written"', async () => {
+    const db = await database();
+    const s = await node(db.url, { poolSize: 2, statementTimeoutMs: 1000 });
+    const holder = new pg.Client({ connectionString: db.url });
+    await holder.connect();
+    closers.push(() => holder.end());
+    await holder.query('BEGIN');
+    await holder.query("SELECT pg_advisory_xact_lock(hashtextextended('held', 0))");
+    const started = performance.now();
+    await expect(s.put('held', b('v'))).rejects.toThrow(/storage is unavailable: PostgreSQL did not answer within 1s/);
+    expect(performance.now() - started).toBeGreaterThanOrEqual(900);
+    // One slow statement says nothing about the database: the store stays available.
+    expect(s.unavailable).toBeUndefined();
+    await holder.query('COMMIT');
+    expect(await s.get('held')).toBeUndefined();
+  });
+});
+
+describe('the schema, made at start under a lock', () => {
+  it('"four nodes starting together on an empty database make one schema, without error"', async () => {
+    const db = await database();
+    const nodes = await Promise.all(Array.from({ length: 4 }, () => node(db.url)));
+    expect(await psql(db.url, 'SELECT version FROM strongroom_schema')).toEqual([{ version: 1 }]);
+    expect(await psql(db.url, "SELECT proname FROM pg_proc WHERE proname = 'strongroom_write'")).toHaveLength(1);
+    await nodes[0].put('seen/by', b('all'));
+    for (const n of nodes) expect(text(await n.get('seen/by'))).toBe('all');
+  });
+
+  it('"a node started again finds the schema current and keeps the data"', async () => {
+    const db = await database();
+    const first = await node(db.url);
+    await first.put('kept', b('1'));
+    await first.close();
+    const again = await node(db.url);
+    expect(text(await again.get('kept'))).toBe('1');
+    expect(await psql(db.url, 'SELECT version FROM strongroom_schema')).toEqual([{ version: 1 }]);
+  });
+
+  it('"a schema newer than this build is refused at start, naming both versions"', async () => {
+    const db = await database();
+    await (await PostgresStorage.open(db.url)).close();
+    await psql(db.url, 'UPDATE strongroom_schema SET version = 99');
+    await expect(PostgresStorage.open(db.url)).rejects.toThrow(/schema version 99, newer than this build's 1/);
+    await expect(startTestServer({ postgresUrl: db.url })).rejects.toBeInstanceOf(StartupError);
+  });
+
+  it('"listing a folder probes the primary key\'s index once per child: 2000 keys in 7 folders cost 8 probes, no table scan"', async () => {
+    const db = await database();
+    const s = await node(db.url);
+    for (let i = 0; i < 2000; i += 500) await s.transaction(Array.from({ length: 500 }, (_, j) => ({ type: 'put' as const, key: `sys/token/${(i + j) % 7}/${i + j}`, value: b('x') })));
+    await psql(db.url, 'ANALYZE strongroom_kv');
+    const explain = `EXPLAIN (ANALYZE, VERBOSE, COSTS OFF, TIMING OFF) ${LIST_SQL.replaceAll('$1::text', "'sys/token/'::text")}`;
+    const plan = (await psql<{ 'QUERY PLAN': string }>(db.url, explain)).map((r) => r['QUERY PLAN']).join('\n');
+    expect(plan).not.toMatch(/Seq Scan/);
+    expect(plan).toMatch(/Index Only Scan using strongroom_kv_pkey on public\.strongroom_kv \(actual rows=1 loops=1\)/);
+    expect(plan).toMatch(/Index Only Scan using strongroom_kv_pkey on public\.strongroom_kv kv \(actual rows=1 loops=7\)/);
+    // The one sort is of the children found, not of the keys.
+    expect(plan).toMatch(/Sort Key: child\.key/);
+  });
+});
+
+describe('starting without the database', () => {
+  it('"a server that cannot reach PostgreSQL at start exits with code 5, and its message masks the URL\'s password"', async () => {
+    const password = `pw-${randomBytes(6).toString('hex')}`;
+    const url = `postgres://strongroom:${password}@127.0.0.1:${await freePort()}/nowhere`;
+    const run = promisify(execFile)(process.execPath, ['--disable-warning=ExperimentalWarning', 'src/main.ts'], {
+      env: { ...process.env, STRONGROOM_STORAGE: url, STRONGROOM_UNSEAL_KEY: randomBytes(32).toString('base64'), STRONGROOM_ADDR: '127.0.0.1:0' },
+    });
+    const err = await run.then(() => undefined, (e: { code: number; stderr: string; stdout: string }) => e);
+    expect(err?.code).toBe(5);
+    expect(err?.stderr).toMatch(/storage is unavailable: PostgreSQL at postgres:\/\/strongroom:\*\*\*@127\.0\.0\.1:\d+\/nowhere cannot be reached \(.*ECONNREFUSED.*\)\. Start again once the database is reachable\./);
+    expect(`${err?.stderr}${err?.stdout}`).not.toContain(password);
+  });
+
+  it('"a database that refuses the login, or does not exist, is a setting to fix (StartupError), not an outage"', async () => {
+    await expect(startTestServer({ postgresUrl: `postgres://strongroom@127.0.0.1:${shared.port}/no_such_database` })).rejects.toThrow(/cannot open the PostgreSQL storage: PostgreSQL at .*: database "no_such_database" does not exist/);
+  });
+
+  it('"PostgreSQL storage without an unseal key is refused: a generated key would be lost"', async () => {
+    const db = await database();
+    await expect(startTestServer({ postgresUrl: db.url, env: { STRONGROOM_UNSEAL_KEY: '' } })).rejects.toThrow(/needs STRONGROOM_UNSEAL_KEY or STRONGROOM_UNSEAL_KEY_FILE/);
+  });
+});
+
+describe('losing the database while running (a server of this file\'s own, stopped and started)', () => {
+  let own: PostgresFacts;
+  beforeAll(async () => {
+    own = await startPostgres();
+  });
+  afterAll(async () => {
+    await stopPostgres(own);
+  });
+  /** Whatever a test did, the next one finds the server running. */
+  afterEach(async () => {
+    await startServer(own).catch(() => undefined);
+  });
+
+  it('"a lost database makes the store unavailable: calls are refused with StorageUnavailableError, listeners hear it, and it comes back by itself"', async () => {
+    const db = await database(own);
+    const s = await node(db.url);
+    const heard: Array<string | undefined> = [];
+    s.onAvailability((lost) => heard.push(lost?.message));
+    await s.put('before', b('1'));
+
+    await stopServer(own, 'fast');
+    await expect(s.get('before')).rejects.toBeInstanceOf(StorageUnavailableError);
+    await expect.poll(() => s.unavailable).toBeInstanceOf(StorageUnavailableError);
+    await expect(s.put('during', b('x'))).rejects.toThrow(/^storage is unavailable: PostgreSQL at postgres:\/\/.* cannot be reached/);
+    expect(heard).toEqual([expect.stringMatching(/^storage is unavailable: /)]);
+
+    await startServer(own);
+    await expect.poll(() => s.unavailable, { timeout: 5000 }).toBeUndefined();
+    expect(heard).toEqual([expect.any(String), undefined]);
+    expect(text(await s.get('before'))).toBe('1');
+    expect(await s.get('during')).toBeUndefined();
+  });
+
+  it('"a write acknowledged before a crash is there after the restart; one under way landed whole or not at all"', async () => {
+    const db = await database(own);
+    const s = await node(db.url);
+    const acknowledged = new Set<string>();
+    const writes = Array.from({ length: 3000 }, (_, i) => s
+      .transaction(Array.from({ length: 10 }, (_, j) => ({ type: 'put' as const, key: `t/${i}/${j}`, value: b(`${i}.${j}`) })))
+      .then(() => void acknowledged.add(String(i)), () => undefined));
+    await expect.poll(() => acknowledged.size, { interval: 1 }).toBeGreaterThanOrEqual(20);
+    await stopServer(own, 'immediate');
+    await Promise.all(writes);
+    expect(acknowledged.size).toBeLessThan(3000);
+
+    await startServer(own);
+    const landed = await psql<{ t: string; keys: number }>(db.url, "SELECT split_part(key, '/', 2) AS t, count(*)::int AS keys FROM strongroom_kv WHERE key LIKE 't/%' GROUP BY 1");
+    expect(landed.filter((row) => row.keys !== 10)).toEqual([]);
+    const landedIds = new Set(landed.map((row) => row.t));
+    expect([...acknowledged].filter((i) => !landedIds.has(i))).toEqual([]);
+  });
+
+  it('"requests get 503 and sys/health 503 while the database is away; the server answers again by itself once it is back"', async () => {
+    const db = await database(own);
+    const server: TestServer = await startTestServer({ postgresUrl: db.url });
+    closers.push(() => server.close());
+    await server.request('PUT', 'sys/policies/acl/kept', { body: { policy: 'path "secret/*" { capabilities = ["read"] }' } });
+
+    await stopServer(own, 'fast');
+    const during = await server.request('GET', 'sys/policies/acl/kept');
+    expect(during.status).toBe(503);
+    expect(during.body.errors).toEqual([expect.stringMatching(/^storage is unavailable: PostgreSQL at .* cannot be reached/)]);
+    await expect.poll(async () => (await server.request('GET', 'sys/health', { token: null })).status).toBe(503);
+    expect((await server.request('GET', 'sys/policies/acl/kept')).status).toBe(503);
+
+    await startServer(own);
+    await expect.poll(async () => (await server.request('GET', 'sys/health', { token: null })).status, { timeout: 5000 }).toBe(200);
+    const after = await server.request('GET', 'sys/policies/acl/kept');
+    expect(after.status).toBe(200);
+    expect(after.body.data.policy).toContain('secret/*');
+  });
+});
