@@ -82,16 +82,20 @@ describe.each(backends)('Storage contract (%s)', (_name, open) => {
     expect(await s.list('n/1')).toEqual(['00%', '_0']);
   });
 
-  it('"list reads a folder of thousands of keys and many sub-folders whole"', async () => {
+  it('"list reads a folder of thousands of keys whole: leaves, many small folders, and a folder holding thousands itself"', async () => {
     const s = await make();
     const leaves = Array.from({ length: 2500 }, (_, i) => `big/leaf-${String(i).padStart(4, '0')}`);
     const folders = Array.from({ length: 1200 }, (_, i) => `big/dir-${String(i).padStart(4, '0')}/${i % 3}/x`);
-    for (let i = 0; i < leaves.length + folders.length; i += 500) await s.transaction(puts([...leaves, ...folders].slice(i, i + 500)));
+    const deep = Array.from({ length: 2500 }, (_, i) => `big/dir-0600/deep/${i}`);
+    const all = [...leaves, ...folders, ...deep];
+    for (let i = 0; i < all.length; i += 500) await s.transaction(puts(all.slice(i, i + 500)));
     const listed = await s.list('big/');
     expect(listed).toHaveLength(3700);
     expect(listed.slice(0, 2)).toEqual(['dir-0000/', 'dir-0001/']);
     expect(listed.slice(-1)).toEqual(['leaf-2499']);
     expect(await s.list('big/dir-0005/')).toEqual(['2/']);
+    expect(await s.list('big/dir-0600/')).toEqual(['0/', 'deep/']);
+    expect(await s.list('big/dir-0600/deep/')).toHaveLength(2500);
   });
 
   it('"a transaction applies all of its operations only when every condition holds"', async () => {

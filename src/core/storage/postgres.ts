@@ -84,8 +84,8 @@ $$`;
 
 /**
  * Schema versions in order: entry i upgrades version i to i + 1. Released entries are never edited, only appended
- * to. Keys sort in byte order (COLLATE "C"), so a prefix is one range of the primary key's index and listing a
- * folder never sorts or scans past it.
+ * to. Keys sort in byte order (COLLATE "C", whatever the database's collation), so a prefix is one range of the
+ * primary key's index and listing a folder never sorts or scans past it.
  */
 const SCHEMA_STEPS: string[] = [
   `CREATE TABLE strongroom_kv (key text COLLATE "C" PRIMARY KEY, value bytea NOT NULL);
@@ -93,22 +93,12 @@ const SCHEMA_STEPS: string[] = [
 ];
 
 /**
- * The direct children of $1 in one statement, one index probe per child (a loose index scan): from each child's
- * first key, the next probe starts past it, or past its whole folder (the folder's name with its '/' replaced by
- * '0', the next character), so a folder holding a million keys costs one probe. `key || chr(1)` is the smallest
- * string after `key` (text cannot hold chr(0)). The recursion ends at the first key outside the prefix.
+ * A listing reads keys a batch at a time, in index order from $1 up to $2 (the first string past the prefix); the
+ * empty prefix has no upper bound. A bound on both sides keeps each batch one range of the primary key's index.
  */
-export const LIST_SQL = `
-WITH RECURSIVE child (key) AS (
-  (SELECT key FROM strongroom_kv WHERE key >= $1::text ORDER BY key LIMIT 1)
-  UNION ALL
-  SELECT (SELECT kv.key FROM strongroom_kv AS kv WHERE kv.key >= next.bound ORDER BY kv.key LIMIT 1)
-  FROM child
-  CROSS JOIN LATERAL (SELECT strpos(substr(child.key, length($1::text) + 1), '/') AS slash) AS s
-  CROSS JOIN LATERAL (SELECT CASE s.slash WHEN 0 THEN child.key || chr(1) ELSE left(child.key, length($1::text) + s.slash - 1) || '0' END AS bound) AS next
-  WHERE starts_with(child.key, $1::text)
-)
-SELECT key FROM child WHERE starts_with(key, $1::text) ORDER BY key`;
+const LIST_BATCH = 1000;
+export const RANGE_SQL = `SELECT key FROM strongroom_kv WHERE key >= $1 AND key < $2 ORDER BY key LIMIT ${LIST_BATCH}`;
+const OPEN_RANGE_SQL = `SELECT key FROM strongroom_kv WHERE key >= $1 ORDER BY key LIMIT ${LIST_BATCH}`;
 
 /**
  * Several server processes on one database (design.md, "Running more than one node"). Every call is one statement
@@ -185,9 +175,26 @@ export class PostgresStorage implements Storage {
     await this.transaction([{ type: 'delete', key }]);
   }
 
+  /**
+   * When a batch ends inside a folder, the next one starts past that folder (its name with the '/' replaced by '0',
+   * the next character), so a folder with a million keys costs one batch, and leaves and small folders are read in
+   * bulk. `key + '\u0001'` is the first string after `key` (text cannot hold U+0000).
+   */
   async list(prefix: string): Promise<string[]> {
-    const { rows } = await this.#query<{ key: string }>('strongroom_list', LIST_SQL, [prefix]);
-    return directChildren(prefix, rows.map((r) => r.key));
+    const end = prefixEnd(prefix);
+    const keys: string[] = [];
+    let from = prefix;
+    for (;;) {
+      const { rows } = end === undefined
+        ? await this.#query<{ key: string }>('strongroom_list_all', OPEN_RANGE_SQL, [from])
+        : await this.#query<{ key: string }>('strongroom_list', RANGE_SQL, [from, end]);
+      for (const { key } of rows) keys.push(key);
+      if (rows.length < LIST_BATCH) break;
+      const last = rows[rows.length - 1].key;
+      const slash = last.indexOf('/', prefix.length);
+      from = slash === -1 ? `${last}\u0001` : `${last.slice(0, slash)}0`;
+    }
+    return directChildren(prefix, keys);
   }
 
   async transaction(ops: StorageOp[], conditions: StorageCondition[] = []): Promise<boolean> {
@@ -322,6 +329,19 @@ export class PostgresStorage implements Storage {
       client.release(failed);
     }
   }
+}
+
+/**
+ * The first string after every string that starts with `prefix`, in code point order (PostgreSQL's "C" order of UTF-8
+ * text), or undefined for the empty prefix. Surrogates are skipped: no text holds them.
+ */
+function prefixEnd(prefix: string): string | undefined {
+  const points = [...prefix];
+  while (points.length > 0) {
+    const last = points.pop()!.codePointAt(0)!;
+    if (last < 0x10ffff) return points.join('') + String.fromCodePoint(last === 0xd7ff ? 0xe000 : last + 1);
+  }
+  return undefined;
 }
 
 /** The final state per key of a list of operations applied in order. */
