@@ -148,7 +148,8 @@ export class PostgresStorage implements Storage {
   static async open(url: string, options: PostgresOptions = POSTGRES_DEFAULTS): Promise<PostgresStorage> {
     let password: string;
     try {
-      password = decodeURIComponent(new URL(url).password);
+      const parsed = new URL(url);
+      password = decodeURIComponent(parsed.password) || (parsed.searchParams.get('password') ?? '');
     } catch {
       throw new Error('the PostgreSQL storage URL is not a valid URL (postgres://user:password@host:port/database)');
     }
@@ -317,8 +318,10 @@ export class PostgresStorage implements Storage {
       if (present) version = (await client.query<{ version: number }>('SELECT version FROM strongroom_schema')).rows[0]?.version ?? 0;
       else await client.query('CREATE TABLE strongroom_schema (only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row), version integer NOT NULL)');
       if (version > SCHEMA_STEPS.length) throw new Error(`the database holds schema version ${version}, newer than this build's ${SCHEMA_STEPS.length}: run a Strongroom at least as new as the one that upgraded it`);
-      for (const step of SCHEMA_STEPS.slice(version)) await client.query(step);
-      await client.query('INSERT INTO strongroom_schema (version) VALUES ($1) ON CONFLICT (only_row) DO UPDATE SET version = excluded.version', [SCHEMA_STEPS.length]);
+      if (version < SCHEMA_STEPS.length) {
+        for (const step of SCHEMA_STEPS.slice(version)) await client.query(step);
+        await client.query('INSERT INTO strongroom_schema (version) VALUES ($1) ON CONFLICT (only_row) DO UPDATE SET version = excluded.version', [SCHEMA_STEPS.length]);
+      }
       await client.query('COMMIT');
     } catch (err) {
       failed = err as Error;
@@ -351,8 +354,8 @@ function fold(ops: StorageOp[]): { puts: Map<string, Buffer>; deletes: string[] 
   const puts = new Map<string, Buffer>();
   const deletes: string[] = [];
   for (const [key, value] of last) {
-    if (value) puts.set(key, value);
-    else deletes.push(key);
+    if (value === null) deletes.push(key);
+    else puts.set(key, value);
   }
   return { puts, deletes };
 }
@@ -369,11 +372,12 @@ function isConnectionLoss(err: Error): boolean {
   return /connection terminated|connection error|not queryable|timeout exceeded when trying to connect|query read timeout/i.test(err.message);
 }
 
-/** The URL with its password replaced by `***`, for messages and logs. */
+/** The URL with its password (in the user part or a `password` parameter) replaced by `***`, for messages and logs. */
 export function redactUrl(url: string): string {
   try {
     const parsed = new URL(url);
     if (parsed.password) parsed.password = '***';
+    if (parsed.searchParams.has('password')) parsed.searchParams.set('password', '***');
     return parsed.href;
   } catch {
     return url.replace(/\/\/([^:/@]*):[^@]*@/, '//$1:***@');
