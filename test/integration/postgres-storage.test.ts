@@ -1,7 +1,7 @@
 // PostgreSQL storage beyond the shared contract (storage-contract.test.ts): several pools on one database, the
 // schema made at start, and the database going away and coming back.
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { promisify } from 'node:util';
 import pg from 'pg';
@@ -237,6 +237,36 @@ describe('losing the database while running (a server of this file\'s own, stopp
     expect(landed.filter((row) => row.keys !== 10)).toEqual([]);
     const landedIds = new Set(landed.map((row) => row.t));
     expect([...acknowledged].filter((i) => !landedIds.has(i))).toEqual([]);
+  });
+
+  it('"the server process logs the loss and the return, masks the URL\'s password, and keeps running"', async () => {
+    const db = await database(own);
+    const password = `pw-${randomBytes(6).toString('hex')}`;
+    const port = await freePort();
+    const child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', 'src/main.ts'], {
+      env: { ...process.env, STRONGROOM_STORAGE: db.url.replace('://strongroom@', `://strongroom:${password}@`), STRONGROOM_UNSEAL_KEY: randomBytes(32).toString('base64'), STRONGROOM_ADDR: `127.0.0.1:${port}`, STRONGROOM_LOG_LEVEL: 'info' },
+    });
+    let out = '';
+    child.stdout.on('data', (d) => (out += d));
+    child.stderr.on('data', (d) => (out += d));
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    closers.push(async () => {
+      child.kill('SIGTERM');
+      await exited;
+    });
+    await expect.poll(() => out, { timeout: 15_000 }).toMatch(/strongroom listening/);
+    const health = async () => (await fetch(`http://127.0.0.1:${port}/v1/sys/health`)).status;
+    expect(await health()).toBe(200);
+
+    // The server's idle connections are closed by the shutdown: that alone is noticed, no request needed.
+    await stopServer(own, 'fast');
+    await expect.poll(() => out).toMatch(/"level":50,.*"reason":"storage is unavailable: PostgreSQL at postgres:\/\/strongroom:\*\*\*@127\.0\.0\.1:\d+\/\w+ cannot be reached.*"msg":"storage unreachable: requests that need it get 503 until it is back"/);
+    expect(await health()).toBe(503);
+    await startServer(own);
+    await expect.poll(() => out, { timeout: 5000 }).toMatch(/"level":30,.*"msg":"storage reachable again"/);
+    expect(await health()).toBe(200);
+    expect(child.exitCode).toBeNull();
+    expect(out).not.toContain(password);
   });
 
   it('"requests get 503 and sys/health 503 while the database is away; the server answers again by itself once it is back"', async () => {
