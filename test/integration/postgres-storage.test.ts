@@ -280,6 +280,7 @@ describe('losing the database while running (a server of this file\'s own, stopp
     expect(during.status).toBe(503);
     expect(during.body.errors).toEqual([expect.stringMatching(/^storage is unavailable: PostgreSQL at .* cannot be reached/)]);
     await expect.poll(async () => (await server.request('GET', 'sys/health', { token: null })).status).toBe(503);
+    expect((await server.request('GET', 'sys/health', { token: null })).body).toMatchObject({ initialized: true, sealed: false, standby: false });
     expect((await server.request('GET', 'sys/policies/acl/kept')).status).toBe(503);
 
     await startServer(own);

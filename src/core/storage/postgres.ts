@@ -278,6 +278,8 @@ export class PostgresStorage implements Storage {
     void (async () => {
       for (let attempt = 0; !this.#closing.signal.aborted; attempt++) {
         const failed = await this.#probe();
+        // A probe cut short by close() says nothing about the database.
+        if (this.#closing.signal.aborted) break;
         this.#setUnavailable(failed && new StorageUnavailableError(this.#reason(failed)));
         if (!failed) break;
         await sleep(Math.min(PROBE_MAX_MS, PROBE_BASE_MS * 2 ** attempt), undefined, { signal: this.#closing.signal, ref: false }).catch(() => undefined);
