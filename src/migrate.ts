@@ -19,6 +19,8 @@ import { openStorage } from './server.ts';
 /** Entries copied per destination transaction, and their bytes at most: one commit each, none of them huge. */
 const BATCH_ENTRIES = 500;
 const BATCH_BYTES = 4 * 1024 * 1024;
+/** Reads in flight at once: PostgreSQL answers each in a round trip, so one at a time would take most of the run. */
+const READ_AHEAD = 64;
 
 class Refusal extends Error {}
 
@@ -74,11 +76,15 @@ function addEntry(hash: Hash, key: string, value: Buffer): void {
 async function scan(storage: Storage, visit?: (key: string, value: Buffer) => Promise<void>): Promise<Summary> {
   const keys = (await keysOf(storage)).sort();
   const hash = createHash('sha256');
-  for (const key of keys) {
-    const value = await storage.get(key);
-    if (value === undefined) throw new Refusal(`"${key}" disappeared while it was read: is a server still running on this store?`);
-    addEntry(hash, key, value);
-    await visit?.(key, value);
+  for (let i = 0; i < keys.length; i += READ_AHEAD) {
+    const chunk = keys.slice(i, i + READ_AHEAD);
+    const values = await Promise.all(chunk.map((key) => storage.get(key)));
+    for (const [j, key] of chunk.entries()) {
+      const value = values[j];
+      if (value === undefined) throw new Refusal(`"${key}" disappeared while it was read: is a server still running on this store?`);
+      addEntry(hash, key, value);
+      await visit?.(key, value);
+    }
   }
   return { entries: keys.length, sha256: hash.digest('hex') };
 }
