@@ -33,8 +33,6 @@ export interface PostgresFacts {
   runAs?: string;
   /** The postmaster's pid, for stopping it without pg_ctl when the run is interrupted. */
   pid: number;
-  /** Wall time of initdb and the first start, for reports. */
-  startMs: number;
 }
 
 const INSTALL_HINT =
@@ -114,14 +112,13 @@ export async function stopServer(facts: PostgresFacts, mode: 'fast' | 'immediate
 export async function startPostgres(): Promise<PostgresFacts> {
   const binDir = ensurePostgresInstalled();
   const runAs = serverUser();
-  const started = performance.now();
   const dir = await mkdtemp(join(tmpdir(), 'strongroom-postgres-'));
   if (runAs) {
     const [uid, gid] = ['-u', '-g'].map((flag) => Number(spawnSync('id', [flag, runAs], { encoding: 'utf8' }).stdout.trim()));
     chownSync(dir, uid, gid);
   }
   const user = 'strongroom';
-  const facts: PostgresFacts = { host: '127.0.0.1', port: 0, user, adminUrl: '', binDir, dir, dataDir: join(dir, 'data'), runAs, pid: 0, startMs: 0 };
+  const facts: PostgresFacts = { host: '127.0.0.1', port: 0, user, adminUrl: '', binDir, dir, dataDir: join(dir, 'data'), runAs, pid: 0 };
   try {
     // --no-sync: only initdb's own final fsync; the server itself runs with fsync on.
     await run(facts, 'initdb', ['-D', facts.dataDir, '--auth=trust', '-U', user, '-E', 'UTF8', '--no-locale', '--no-sync']);
@@ -132,7 +129,6 @@ export async function startPostgres(): Promise<PostgresFacts> {
       try {
         await startServer(facts);
         facts.adminUrl = `postgres://${user}@127.0.0.1:${facts.port}/postgres`;
-        facts.startMs = Math.round(performance.now() - started);
         return facts;
       } catch (err) {
         lastError = err;
