@@ -44,6 +44,8 @@ async function main(): Promise<void> {
     }
     throw err;
   }
+  // Log rotation: file audit devices reopen their files (without a handler, SIGHUP would end the process).
+  process.on('SIGHUP', () => void server.core.audit.reopen());
   if (server.rootToken) {
     // Printed once, to the terminal only: the token is never logged and cannot be recovered later.
     process.stdout.write(`\nStrongroom initialised. Root token (shown once, store it safely):\n\n    ${server.rootToken}\n\n`);

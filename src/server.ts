@@ -98,6 +98,7 @@ export async function createServer(settings: Settings, logger: Logger, overrides
     backends: overrides.backends ?? backendTypes,
     builtins: { system: systemBackend, token: tokenBackend, identity: identityBackend({ defaultIssuer: apiAddress(settings) }) },
     defaultMounts,
+    audit: { allowPrefix: settings.STRONGROOM_AUDIT_ALLOW_PREFIX, allowRaw: settings.STRONGROOM_AUDIT_ALLOW_RAW },
   });
   let unsealKey: Buffer;
   try {

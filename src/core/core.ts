@@ -1,4 +1,7 @@
 import type { Logger } from 'pino';
+import { AuditBroker } from './audit/broker.ts';
+import { AuditRecord } from './audit/entry.ts';
+import type { AuditSettings } from './audit/options.ts';
 import { Barrier } from './barrier.ts';
 import type { Clock } from './clock.ts';
 import { BadRequestError, ConflictError, NotFoundError, PermissionDeniedError, SealedError, StrongroomError, UnsupportedOperationError } from './errors.ts';
@@ -25,6 +28,7 @@ export interface CoreRequest {
   body: Record<string, unknown> | undefined;
   token: string | undefined;
   remoteAddress: string;
+  remotePort?: number;
 }
 
 export interface CoreResponse {
@@ -53,6 +57,8 @@ export interface CoreOptions {
   builtins: Record<string, (core: Core) => BackendFactory>;
   /** Mounts created on first initialisation when their type is registered. */
   defaultMounts: Array<{ path: string; type: string; description: string }>;
+  /** What audit devices may be enabled with beyond the defaults (server settings). */
+  audit?: AuditSettings;
 }
 
 interface Mounted {
@@ -81,6 +87,7 @@ export class Core {
   readonly policies: PolicyStore;
   readonly identity: IdentityStore;
   readonly leases: LeaseManager;
+  readonly audit: AuditBroker;
   readonly #mounted = new Map<string, Mounted>();
 
   constructor(options: CoreOptions) {
@@ -94,6 +101,7 @@ export class Core {
     this.tokens = new TokenStore(sys.sub('token/'), this.clock);
     this.policies = new PolicyStore(sys.sub('policy/'), sys.sub('policy-password/'));
     this.identity = new IdentityStore(sys.sub('identity/'));
+    this.audit = new AuditBroker(sys.sub('audit/'), this.logger, this.clock, options.audit ?? { allowPrefix: false, allowRaw: false });
     this.leases = new LeaseManager({
       view: sys.sub('expire/'),
       clock: this.clock,
@@ -136,6 +144,7 @@ export class Core {
     }
     await this.mounts.load();
     for (const entry of this.mounts.all()) if (!this.#mounted.has(entry.uuid)) await this.#instantiate(entry);
+    await this.audit.load();
     await this.leases.start();
     return { rootToken };
   }
@@ -148,6 +157,7 @@ export class Core {
       await m.backend.cleanup?.();
     }
     this.#mounted.clear();
+    await this.audit.close();
     await this.barrier.close();
   }
 
@@ -364,14 +374,18 @@ export class Core {
 
   async handle(req: CoreRequest): Promise<CoreResponse> {
     const requestId = newRequestId();
+    // Without audit devices this boolean is all auditing costs a request.
+    const audit = this.audit.enabled ? new AuditRecord(req, requestId) : undefined;
     try {
-      return await this.#handle(req, requestId);
+      const res = await this.#handle(req, requestId, audit);
+      return audit ? await this.audit.logResponse(audit, res) : res;
     } catch (err) {
-      return this.#errorResponse(err, requestId, req.path);
+      const res = this.#errorResponse(err, requestId, req.path);
+      return audit ? await this.audit.logResponse(audit, res) : res;
     }
   }
 
-  async #handle(req: CoreRequest, requestId: string): Promise<CoreResponse> {
+  async #handle(req: CoreRequest, requestId: string, audit: AuditRecord | undefined): Promise<CoreResponse> {
     const problem = pathProblem(req.path);
     if (problem) throw new BadRequestError(problem);
     let operation = operationFor(req);
@@ -403,6 +417,7 @@ export class Core {
     // On an unauthenticated path a token still says who asks (sys/internal/ui/mounts answers by its policies): the
     // ACL does not judge the request, no use is counted, and an unusable token is as good as none.
     const caller: CallerInfo | undefined = usable && { clientToken: req.token!, accessor: usable.accessor, entityId: usable.entityId, displayName: usable.displayName, policies: usable.policies };
+    audit?.identify(path, operation, entry, input, usable, match?.def.fields);
     let token: TokenEntry | undefined;
     if (!unauthenticated) {
       if (!usable) throw new PermissionDeniedError();
@@ -450,6 +465,10 @@ export class Core {
     if (!handler) throw new UnsupportedOperationError();
     if (errors.length) throw new BadRequestError(errors);
 
+    if (audit) {
+      audit.operation = operation;
+      await this.audit.logRequest(audit);
+    }
     if (token && token.numUses > 0) await this.#useOnce(token);
     let response: BackendResponse | undefined;
     try {
@@ -502,6 +521,7 @@ export class Core {
     };
     // Vault repeats these sys answers' data at the top level (older clients read it there); envelope keys win.
     if (data && injectsData(path)) for (const [k, v] of Object.entries(data)) if (!Object.hasOwn(envelope, k)) envelope[k] = v;
+    if (audit) audit.envelope = envelope;
     return { status: response?.status ?? 200, headers: { 'content-type': 'application/json' }, body: JSON.stringify(envelope) };
   }
 
@@ -639,9 +659,9 @@ function flattenQuery(query: Record<string, string | string[]>): Record<string, 
   return Object.fromEntries(Object.entries(query).filter(([k]) => k !== 'help'));
 }
 
-/** Legacy clients read sys/mounts, sys/auth, sys/policy* and sys/capabilities* data from the top level. */
+/** Legacy clients read sys/mounts, sys/auth, sys/audit*, sys/policy* and sys/capabilities* data from the top level. */
 function injectsData(path: string): boolean {
-  return /^sys\/(mounts|auth|policy|policies\/acl|capabilities)/.test(path) && !/^sys\/policies\/password/.test(path);
+  return /^sys\/(mounts|auth|audit|policy|policies\/acl|capabilities)/.test(path) && !/^sys\/policies\/password/.test(path);
 }
 
 /** How a request's lease is stored by the engine before it answers (see BackendRequest). */

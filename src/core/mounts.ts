@@ -19,6 +19,9 @@ export const mountEntrySchema = z.object({
     max_lease_ttl: z.number().default(0),
     identity_token_key: z.string().optional(),
     listing_visibility: z.string().optional(),
+    /** Keys whose values audit devices write in the clear (Vault's tune options of the same names). */
+    audit_non_hmac_request_keys: z.array(z.string()).optional(),
+    audit_non_hmac_response_keys: z.array(z.string()).optional(),
   }),
 });
 export type MountEntry = z.infer<typeof mountEntrySchema>;

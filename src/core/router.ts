@@ -93,7 +93,7 @@ export function pathProblem(path: string): string | undefined {
 const ROOT_PROTECTED: RegExp[] = [
   /^sys\/auth\/.+/, /^sys\/remount$/, /^sys\/rotate$/, /^sys\/seal$/, /^sys\/raw(\/.*)?$/,
   /^sys\/leases\/revoke-prefix\/.*/, /^sys\/leases\/revoke-force\/.*/, /^sys\/leases\/lookup\/.*/,
-  /^sys\/revoke-prefix\/.*/, /^sys\/revoke-force\/.*/,
+  /^sys\/revoke-prefix\/.*/, /^sys\/revoke-force\/.*/, /^sys\/audit(\/.*)?$/, /^sys\/audit-hash\/.*/,
   /^auth\/token\/revoke-orphan(\/.*)?$/, /^auth\/token\/accessors\/?$/,
 ];
 

@@ -141,6 +141,7 @@ export function buildApp(core: Core, opts: AppOptions): FastifyInstance {
         body: req.body as Record<string, unknown> | undefined,
         token: tokenFromHeaders(req.headers),
         remoteAddress: req.ip,
+        remotePort: req.socket.remotePort,
       });
       await endOfTurn();
       return sendCoreResponse(reply, res);

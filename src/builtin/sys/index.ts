@@ -1,5 +1,6 @@
 import type { Core } from '../../core/core.ts';
 import type { BackendFactory } from '../../core/framework.ts';
+import { auditPaths } from './audit.ts';
 import { capabilitiesPaths } from './capabilities.ts';
 import { hostInfoPaths } from './host-info.ts';
 import { leasePaths } from './leases.ts';
@@ -9,13 +10,13 @@ import { remountPaths } from './remount.ts';
 import { ClusterIdentity, statusPaths } from './status.ts';
 import { uiMountPaths } from './ui-mounts.ts';
 
-/** The `sys/` backend: status, control of mounts, policies and leases, and what Vault clients ask of the server. */
+/** The `sys/` backend: status, control of mounts, policies, leases and audit devices, and what Vault clients ask of the server. */
 export const systemBackend = (core: Core): BackendFactory => () => {
   const cluster = new ClusterIdentity(core.systemView);
   return {
     paths: [
       ...statusPaths(core, cluster), ...hostInfoPaths(core), ...policyPaths(core), ...capabilitiesPaths(core), ...leasePaths(core),
-      ...remountPaths(core), ...mountPaths(core), ...uiMountPaths(core),
+      ...remountPaths(core), ...mountPaths(core), ...uiMountPaths(core), ...auditPaths(core),
     ],
     initialize: () => cluster.load(),
   };

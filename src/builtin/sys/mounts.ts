@@ -38,12 +38,14 @@ export function mountPaths(core: Core): PathDefinition[] {
           max_lease_ttl: field.string('Maximum lease TTL ("system" resets to the server default).'),
           description: field.string('Human-friendly description.'),
           identity_token_key: field.string('OIDC key that signs this mount\'s plugin identity tokens.'),
+          audit_non_hmac_request_keys: field.commaList('Request data keys audit devices write in the clear (credential names stay hashed).'),
+          audit_non_hmac_response_keys: field.commaList('Response data keys audit devices write in the clear (credential names stay hashed).'),
         },
         operations: {
           read: async (req) => {
             const e = find(req.params.path);
             const ttls = core.effectiveTtls(e);
-            return { data: { default_lease_ttl: ttls.default, max_lease_ttl: ttls.max, description: e.description, force_no_cache: false, ...(e.config.identity_token_key ? { identity_token_key: e.config.identity_token_key } : {}) } };
+            return { data: { default_lease_ttl: ttls.default, max_lease_ttl: ttls.max, description: e.description, force_no_cache: false, ...optionalConfig(e) } };
           },
           update: async (req) => {
             const e = find(req.params.path);
@@ -60,6 +62,7 @@ export function mountPaths(core: Core): PathDefinition[] {
               throw new BadRequestError(`invalid value for field "max_lease_ttl": backend max lease TTL of ${eff.max} would be less than backend default lease TTL of ${eff.default}`);
             }
             if (req.data.identity_token_key !== undefined) config.identity_token_key = req.data.identity_token_key || undefined;
+            for (const name of AUDIT_KEYS) if (req.data[name] !== undefined) config[name] = req.data[name]!.length ? req.data[name] : undefined;
             await core.tuneMount({ ...e, config, description: req.data.description ?? e.description });
           },
         },
@@ -71,7 +74,7 @@ export function mountPaths(core: Core): PathDefinition[] {
         fields: {
           type: field.string('Backend type, e.g. "ldap" or "cloud".'),
           description: field.string('Human-friendly description.', { default: '' }),
-          config: field.custom(mountConfigSchema, 'Mount configuration: default_lease_ttl, max_lease_ttl, identity_token_key.'),
+          config: field.custom(mountConfigSchema, 'Mount configuration: default_lease_ttl, max_lease_ttl, identity_token_key, audit_non_hmac_request_keys, audit_non_hmac_response_keys.'),
           local: field.bool('Accepted for compatibility; a single-node store has no replication.'),
           // Vault clients send these on every enable (hvac always sends seal_wrap); nothing here acts on them.
           seal_wrap: field.bool('Accepted for compatibility: every value is already encrypted by the barrier.'),
@@ -86,7 +89,10 @@ export function mountPaths(core: Core): PathDefinition[] {
             refuseAuthUnderMounts(req.params.path);
             if (!req.data.type) throw new BadRequestError('missing required field "type": backend type must be specified as a string');
             const c = req.data.config ?? {};
-            const config = { default_lease_ttl: c.default_lease_ttl ?? 0, max_lease_ttl: c.max_lease_ttl ?? 0, ...(c.identity_token_key ? { identity_token_key: c.identity_token_key } : {}) };
+            const config = {
+              default_lease_ttl: c.default_lease_ttl ?? 0, max_lease_ttl: c.max_lease_ttl ?? 0, ...(c.identity_token_key ? { identity_token_key: c.identity_token_key } : {}),
+              ...Object.fromEntries(AUDIT_KEYS.filter((k) => c[k]?.length).map((k) => [k, c[k]])),
+            };
             if (config.max_lease_ttl && config.default_lease_ttl > config.max_lease_ttl) throw new BadRequestError('invalid value for field "config.default_lease_ttl": given default lease TTL greater than given max lease TTL');
             if (!config.max_lease_ttl && config.default_lease_ttl > core.options.maxLeaseTtl) throw new BadRequestError(`invalid value for field "config.default_lease_ttl": given default lease TTL greater than system max lease TTL of ${core.options.maxLeaseTtl}`);
             await core.enableMount(full(req.params.path), req.data.type, req.data.description ?? '', config);
@@ -105,7 +111,7 @@ export function mountPaths(core: Core): PathDefinition[] {
 }
 
 /** A mount path in a sys/mounts or sys/auth request path, without the slashes its spellings may add (`/ldap/`, `ldap/`). */
-const canonicalMountPath = (raw: string): string => normalizeMountPath(raw).slice(0, -1);
+export const canonicalMountPath = (raw: string): string => normalizeMountPath(raw).slice(0, -1);
 
 const ttlInput = z.union([z.string(), z.number()]).transform((v, ctx) => {
   if (v === 'system' || v === '') return 0;
@@ -123,7 +129,16 @@ const mountConfigSchema = z.object({
   default_lease_ttl: ttlInput.optional(),
   max_lease_ttl: ttlInput.optional(),
   identity_token_key: z.string().optional(),
+  audit_non_hmac_request_keys: z.array(z.string()).optional(),
+  audit_non_hmac_response_keys: z.array(z.string()).optional(),
 }).passthrough();
+
+const AUDIT_KEYS = ['audit_non_hmac_request_keys', 'audit_non_hmac_response_keys'] as const;
+
+/** Config shown only when set, as Vault does. */
+function optionalConfig(e: MountEntry): Record<string, unknown> {
+  return Object.fromEntries((['identity_token_key', ...AUDIT_KEYS] as const).filter((k) => e.config[k] !== undefined).map((k) => [k, e.config[k]]));
+}
 
 function durationField(name: string, v: string): number {
   try {
@@ -140,7 +155,7 @@ export function mountInfo(e: MountEntry): Record<string, unknown> {
     type: e.type, description: e.description, accessor: e.accessor, local: e.local, seal_wrap: false,
     external_entropy_access: false, options: e.options, uuid: e.uuid, plugin_version: '', running_plugin_version: '',
     running_sha256: '',
-    config: { default_lease_ttl: e.config.default_lease_ttl, max_lease_ttl: e.config.max_lease_ttl, force_no_cache: false, ...(e.config.identity_token_key ? { identity_token_key: e.config.identity_token_key } : {}) },
+    config: { default_lease_ttl: e.config.default_lease_ttl, max_lease_ttl: e.config.max_lease_ttl, force_no_cache: false, ...optionalConfig(e) },
   };
 }
 

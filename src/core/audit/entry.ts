@@ -1,0 +1,218 @@
+import { createHmac } from 'node:crypto';
+import { setBounded } from '../bounded-map.ts';
+import type { CoreRequest, CoreResponse } from '../core.ts';
+import type { Fields } from '../fields.ts';
+import type { Operation } from '../framework.ts';
+import type { MountEntry } from '../mounts.ts';
+import type { TokenEntry } from '../tokens.ts';
+
+/**
+ * What the pipeline learnt about one request, filled in as it goes: an error before authentication leaves only the
+ * raw method and path, a refusal by the ACL already knows who asked. Every device formats the same record with its
+ * own salt and options.
+ */
+export class AuditRecord {
+  readonly id: string;
+  readonly request: CoreRequest;
+  path: string;
+  operation: Operation | undefined;
+  mount: MountEntry | undefined;
+  /** The token the request authenticated with (or presented, on an unauthenticated path), when the store knows it. */
+  token: TokenEntry | undefined;
+  data: Record<string, unknown> | undefined;
+  /** The matched path's fields: those declared secret are hashed even where a mount exempts their name. */
+  fields: Fields | undefined;
+  /** The answer's envelope (data, lease, auth block, warnings); raw answers and 204s have none. */
+  envelope: Record<string, unknown> | undefined;
+  /** `pending` until the request entry is written before the handler, `refused` when no device could write it. */
+  state: 'pending' | 'logged' | 'refused' = 'pending';
+
+  constructor(request: CoreRequest, id: string) {
+    this.request = request;
+    this.id = id;
+    this.path = request.path;
+  }
+
+  /** What the pipeline knows once it has routed the request and looked up its token. */
+  identify(path: string, operation: Operation, mount: MountEntry | undefined, data: Record<string, unknown>, token: TokenEntry | undefined, fields: Fields | undefined): void {
+    this.path = path;
+    this.operation = operation;
+    this.mount = mount;
+    this.data = data;
+    this.token = token;
+    this.fields = fields;
+  }
+}
+
+/** A device's options that shape its entries (see options.ts). */
+export interface EntryOptions {
+  hmacAccessor: boolean;
+  logRaw: boolean;
+  elideListResponses: boolean;
+}
+
+const TOKEN_HASH_CACHE = 10_000;
+
+/**
+ * A device's HMAC: `hmac-sha256:` + hex(HMAC-SHA256(salt, value)), Vault's form, so `sys/audit-hash` answers what a
+ * log search needs.
+ */
+export class Salt {
+  readonly #key: Buffer;
+  /**
+   * Client tokens and accessors come back on every request a client makes, four times per request; their hashes are
+   * remembered (a bounded map in memory, which already holds the tokens in the token store's cache).
+   */
+  readonly #ids = new Map<string, string>();
+
+  constructor(salt: string) {
+    this.#key = Buffer.from(salt);
+  }
+
+  hash(value: string): string {
+    return `hmac-sha256:${createHmac('sha256', this.#key).update(value).digest('hex')}`;
+  }
+
+  hashId(value: string): string {
+    let hashed = this.#ids.get(value);
+    if (hashed === undefined) setBounded(this.#ids, TOKEN_HASH_CACHE, value, (hashed = this.hash(value)));
+    return hashed;
+  }
+}
+
+/**
+ * Credential names hashed even when a mount's audit_non_hmac_*_keys names them: those lists say which values are
+ * not secret, and a tune (which needs no sudo) must not be able to put a password in the clear in every log.
+ */
+const ALWAYS_HASHED = new Set(['password', 'last_password', 'current_password', 'new_password', 'bindpass', 'client_secret', 'secret', 'client_token', 'token', 'jwt', 'assertion']);
+
+/** Nesting past this is hashed as one JSON string: a hostile body 5,000 levels deep must not exhaust the stack. */
+const MAX_DEPTH = 64;
+
+type Hash = (value: string) => string;
+
+/**
+ * Every string value, in objects and lists at any depth, hashed; keys, numbers and booleans kept. A string is left
+ * in the clear when the nearest object key above it is exempt (Vault's rule, so an exempt list stays readable).
+ */
+function hashValues(value: unknown, hash: Hash, exempt: ReadonlySet<string> | undefined, key: string, depth: number): unknown {
+  if (typeof value === 'string') return exempt?.has(key) ? value : hash(value);
+  if (value === null || typeof value !== 'object') return value;
+  // What the client received: a Date (or anything with toJSON) as JSON writes it.
+  if (typeof (value as { toJSON?: unknown }).toJSON === 'function') return hashValues((value as { toJSON(): unknown }).toJSON(), hash, exempt, key, depth);
+  if (depth >= MAX_DEPTH) return hash(JSON.stringify(value));
+  if (Array.isArray(value)) return value.map((v) => hashValues(v, hash, exempt, key, depth + 1));
+  // fromEntries defines own properties: a "__proto__" key stays a key.
+  return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, hashValues(v, hash, exempt, k, depth + 1)]));
+}
+
+function exemptKeys(names: string[] | undefined, fields: Fields | undefined): ReadonlySet<string> | undefined {
+  if (!names?.length) return undefined;
+  return new Set(names.filter((n) => !ALWAYS_HASHED.has(n) && !fields?.[n]?.secret));
+}
+
+function hashedData(data: Record<string, unknown> | undefined, salt: Salt, opts: EntryOptions, exempt: string[] | undefined, fields?: Fields): Record<string, unknown> | undefined {
+  if (!data || Object.keys(data).length === 0) return undefined;
+  if (opts.logRaw) return data;
+  return hashValues(data, (s) => salt.hash(s), exemptKeys(exempt, fields), '', 0) as Record<string, unknown>;
+}
+
+const rfc3339 = (ms: number) => new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z');
+const nonEmpty = <T extends object>(o: T | undefined | null): T | undefined => (o && Object.keys(o).length ? o : undefined);
+
+/** Vault's auth object for the caller's token; absent fields are left out (its JSON omits empty values). */
+function callerAuth(rec: AuditRecord, salt: Salt, opts: EntryOptions): Record<string, unknown> {
+  const t = rec.token;
+  const clientToken = rec.request.token;
+  return {
+    client_token: clientToken ? (opts.logRaw ? clientToken : salt.hashId(clientToken)) : undefined,
+    accessor: t && (opts.logRaw || !opts.hmacAccessor ? t.accessor : salt.hashId(t.accessor)),
+    display_name: t?.displayName,
+    policies: t?.policies,
+    token_policies: t?.policies,
+    metadata: nonEmpty(t?.meta),
+    entity_id: t?.entityId || undefined,
+    remaining_uses: t && t.numUses > 0 ? t.numUses : undefined,
+    token_type: t ? 'service' : undefined,
+    token_ttl: t?.ttl,
+    token_issue_time: t && rfc3339(t.creationTime),
+  };
+}
+
+function mountFields(rec: AuditRecord): Record<string, unknown> {
+  const m = rec.mount;
+  return m ? { mount_point: m.path, mount_type: m.type, mount_accessor: m.accessor, mount_class: m.class } : {};
+}
+
+function requestObject(rec: AuditRecord, salt: Salt, opts: EntryOptions): Record<string, unknown> {
+  const { request: req, token } = rec;
+  return {
+    id: rec.id,
+    operation: rec.operation,
+    ...mountFields(rec),
+    client_token: req.token ? (opts.logRaw ? req.token : salt.hashId(req.token)) : undefined,
+    client_token_accessor: token && (opts.logRaw || !opts.hmacAccessor ? token.accessor : salt.hashId(token.accessor)),
+    namespace: { id: 'root' },
+    path: rec.path,
+    data: hashedData(rec.data, salt, opts, rec.mount?.config.audit_non_hmac_request_keys, rec.fields),
+    remote_address: req.remoteAddress,
+    remote_port: req.remotePort,
+  };
+}
+
+export function requestEntry(rec: AuditRecord, salt: Salt, opts: EntryOptions, time: number, error: string | undefined): Record<string, unknown> {
+  return { time: new Date(time).toISOString(), type: 'request', auth: callerAuth(rec, salt, opts), request: requestObject(rec, salt, opts), error };
+}
+
+/** The auth block of a login or token creation, as Vault's audit shows it (its own field names, token hashed). */
+function issuedAuth(block: Record<string, unknown> | null | undefined, salt: Salt, opts: EntryOptions): Record<string, unknown> | undefined {
+  if (!block) return undefined;
+  const id = (v: unknown, hmac: boolean) => (typeof v === 'string' && v !== '' ? (hmac && !opts.logRaw ? salt.hashId(v) : v) : undefined);
+  return {
+    client_token: id(block.client_token, true),
+    accessor: id(block.accessor, opts.hmacAccessor),
+    policies: block.policies,
+    token_policies: block.token_policies,
+    metadata: block.metadata ?? undefined,
+    entity_id: block.entity_id || undefined,
+    num_uses: block.num_uses || undefined,
+    token_type: block.token_type,
+    token_ttl: block.lease_duration,
+  };
+}
+
+/** Vault's elide_list_responses: a list answer's keys (and key_info) become their count. */
+function elided(data: Record<string, unknown>): Record<string, unknown> {
+  const out = { ...data };
+  if (Array.isArray(out.keys)) out.keys = out.keys.length;
+  if (out.key_info && typeof out.key_info === 'object') out.key_info = Object.keys(out.key_info).length;
+  return out;
+}
+
+function responseObject(rec: AuditRecord, salt: Salt, opts: EntryOptions): Record<string, unknown> {
+  const env = rec.envelope;
+  let data = (env?.data ?? undefined) as Record<string, unknown> | undefined;
+  if (data && opts.elideListResponses && rec.operation === 'list') data = elided(data);
+  const warnings = env?.warnings as string[] | null | undefined;
+  return {
+    ...mountFields(rec),
+    auth: issuedAuth(env?.auth as Record<string, unknown> | null | undefined, salt, opts),
+    secret: env?.lease_id ? { lease_id: env.lease_id } : undefined,
+    data: hashedData(data, salt, opts, rec.mount?.config.audit_non_hmac_response_keys),
+    warnings: warnings ?? undefined,
+  };
+}
+
+export function responseEntry(rec: AuditRecord, salt: Salt, opts: EntryOptions, time: number, error: string | undefined): Record<string, unknown> {
+  return {
+    time: new Date(time).toISOString(), type: 'response', auth: callerAuth(rec, salt, opts), request: requestObject(rec, salt, opts),
+    response: responseObject(rec, salt, opts), error,
+  };
+}
+
+/** The errors the client was told, which is all the entry says of a failure (an internal error's detail stays in the server log). */
+export function errorOf(res: CoreResponse): string | undefined {
+  if (res.status < 400 || typeof res.body !== 'string' || !res.body.startsWith('{"errors"')) return undefined;
+  const errors = (JSON.parse(res.body) as { errors?: unknown }).errors;
+  return Array.isArray(errors) && errors.length ? errors.join('; ') : undefined;
+}
