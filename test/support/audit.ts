@@ -1,5 +1,6 @@
 /** Helpers for audit device tests: a directory for logs, and a log read back as entries. */
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'vitest';
@@ -44,4 +45,57 @@ export async function auditHash(s: TestServer, device: string, input: string, to
   const r = await s.request('POST', `sys/audit-hash/${device}`, { body: { input }, token });
   expect(r.status, JSON.stringify(r.body)).toBe(200);
   return r.body.data.hash as string;
+}
+
+export interface Collector {
+  /** host:port for tcp, a socket path for unix. */
+  address: string;
+  lines: string[];
+  /** Stops listening and cuts every connection, as a collector that died. */
+  kill(): Promise<void>;
+  /** Listens again at the same address. */
+  revive(): Promise<void>;
+  /** Stops reading what connections send (a stuck collector), so the sender's buffers fill. */
+  stall(): void;
+}
+
+/** A log collector: a TCP (or Unix socket, given a path) listener that keeps each line it receives. */
+export async function startCollector(unixPath?: string): Promise<Collector> {
+  const lines: string[] = [];
+  const sockets = new Set<Socket>();
+  let stalled = false;
+  const listen = async () => {
+    const server = createServer((c) => {
+      sockets.add(c);
+      c.on('close', () => sockets.delete(c));
+      if (stalled) c.pause();
+      let buf = '';
+      c.on('data', (d) => {
+        buf += d;
+        const parts = buf.split('\n');
+        buf = parts.pop()!;
+        lines.push(...parts);
+      });
+    });
+    await new Promise<void>((r) => (unixPath ? server.listen(unixPath, r) : server.listen(port, '127.0.0.1', r)));
+    return server;
+  };
+  let port = 0;
+  let server = await listen();
+  if (!unixPath) port = (server.address() as { port: number }).port;
+  return {
+    address: unixPath ?? `127.0.0.1:${port}`,
+    lines,
+    async kill() {
+      for (const c of sockets) c.destroy();
+      await new Promise((r) => server.close(r));
+    },
+    async revive() {
+      server = await listen();
+    },
+    stall() {
+      stalled = true;
+      for (const c of sockets) c.pause();
+    },
+  };
 }

@@ -103,10 +103,9 @@ class Device {
   }
 }
 
-/** An error's code or message: file and socket errors name the target, never what was being written. */
+/** File and socket errors name the target and the system's code, never what was being written. */
 function reason(err: unknown): string {
-  const e = err as NodeJS.ErrnoException;
-  return e?.code ? `${e.code}: ${e.message}` : String(e?.message ?? err);
+  return String((err as Error)?.message ?? err);
 }
 
 /**
