@@ -24,12 +24,12 @@ export interface FullServer {
   close(): Promise<void>;
 }
 
-export async function startFullServer(opts: { listen?: boolean } = {}): Promise<FullServer> {
+export async function startFullServer(opts: { listen?: boolean; env?: Record<string, string> } = {}): Promise<FullServer> {
   const world = await startCloudWorld();
   process.env.CLOUD_ENVIRONMENT_FILEPATH = world.envFile;
   const app = seedApp(world.emu.state, { displayName: 'logs-in' });
   const loginIdentity = { principalId: app.servicePrincipalId, clientId: app.appId };
-  const server = await startTestServer({ listen: opts.listen });
+  const server = await startTestServer({ listen: opts.listen, env: opts.env });
   return {
     server,
     world,
