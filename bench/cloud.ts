@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { generateTls } from '../test/support/azure-emulator/ca.ts';
 import { TLS_CERT_ENV, TLS_KEY_ENV } from '../test/support/azure-emulator/server.ts';
-import { child, fmt, load, processCpu, ratio, stop, type Throughput } from './util.ts';
+import { benchAuditDevice, child, fmt, load, processCpu, ratio, stop, type Throughput } from './util.ts';
 
 const SERVERS = new URL('./servers.ts', import.meta.url).pathname;
 /** Audience of the managed-identity tokens workloads present (what Azure VMs usually request). */
@@ -39,6 +39,8 @@ interface World {
   /** Calls the server as root. */
   api(method: string, path: string, body?: unknown): Promise<{ status: number; body: any }>;
   caFile: string;
+  /** A directory of the run's (for an audit log). */
+  dir: string;
   close(): Promise<void>;
 }
 
@@ -68,7 +70,7 @@ async function startWorld(): Promise<World> {
     return { status: res.status, body: text ? JSON.parse(text) : undefined };
   };
   return {
-    emu, serverUrl, serverPid: srChild.proc.pid!, control, api, caFile: tls.caCertPath,
+    emu, serverUrl, serverPid: srChild.proc.pid!, control, api, caFile: tls.caCertPath, dir,
     async close() {
       await stop(srChild.proc, profileDir ? 'SIGINT' : 'SIGTERM');
       await stop(emuChild.proc);
@@ -154,7 +156,8 @@ export async function benchCloudAuth(seconds: number): Promise<string[]> {
     if (first.status !== 200) throw new Error(`login: HTTP ${first.status} ${await first.text()}`);
     const discoveryUrl = `${emu.url}/${emu.tenantId}/.well-known/openid-configuration`;
 
-    const rounds = { bare: [] as number[], bare64: [] as number[], login: [] as Array<Throughput & { cpu?: Record<'main' | 'all' | 'writer' | 'pool' | 'v8' | 'loadGenerator', number> }> };
+    const rounds = { bare: [] as number[], bare64: [] as number[], login: [] as Array<Throughput & { cpu?: Record<'main' | 'all' | 'writer' | 'pool' | 'v8' | 'loadGenerator', number> }>, audited: [] as Array<Throughput & { cpuUs?: number }> };
+    const loginLoad = () => load(`${world.serverUrl}/v1/auth/cloud/login`, { seconds, method: 'POST', body, headers: { 'content-type': 'application/json' } });
     let directoryCalls = 0;
     for (let i = 0; i < 2; i++) {
       const verify = async (inFlight: number) =>
@@ -164,7 +167,7 @@ export async function benchCloudAuth(seconds: number): Promise<string[]> {
       const before = await world.control('GET', '/bench/log');
       const cpuBefore = processCpu(world.serverPid);
       const generatorBefore = processCpu(process.pid);
-      const round = await load(`${world.serverUrl}/v1/auth/cloud/login`, { seconds, method: 'POST', body, headers: { 'content-type': 'application/json' } });
+      const round = await loginLoad();
       const cpuAfter = processCpu(world.serverPid);
       const generatorAfter = processCpu(process.pid);
       const logins = round.rps * seconds;
@@ -177,12 +180,20 @@ export async function benchCloudAuth(seconds: number): Promise<string[]> {
       rounds.login.push({ ...round, cpu });
       const log = await world.control('GET', `/bench/log?since=${before.next}`);
       directoryCalls += log.login + log.graph + log.arm;
+      await benchAuditDevice(world.serverUrl, join(world.dir, `audit-${i}.log`));
+      const auditedBefore = processCpu(world.serverPid);
+      const audited = await loginLoad();
+      const auditedAfter = processCpu(world.serverPid);
+      rounds.audited.push({ ...audited, cpuUs: auditedBefore && auditedAfter ? ((auditedAfter.all - auditedBefore.all) / (audited.rps * seconds)) * 1e6 : undefined });
+      await benchAuditDevice(world.serverUrl, undefined);
     }
     const bare = Math.max(...rounds.bare);
     const bare64 = Math.max(...rounds.bare64);
     const login = rounds.login.reduce((a, b) => (b.rps > a.rps ? b : a));
     const r = ratio(login.rps, bare);
     const ok = r >= 0.4 && login.rps > VAULT_LOGINS_PER_SECOND;
+    const audited = rounds.audited.reduce((a, b) => (b.rps > a.rps ? b : a));
+    const ra = ratio(audited.rps, login.rps);
     return [
       `cloud auth: bare jose jwtVerify loop (RS256, same token, keys, options)  ${fmt(bare)} verifies/s`,
       `cloud auth: the same with 64 verifies in flight (crypto thread pool)      ${fmt(bare64)} verifies/s`,
@@ -190,6 +201,8 @@ export async function benchCloudAuth(seconds: number): Promise<string[]> {
       ...(login.cpu ? [`cloud auth: server CPU per login ${fmt(login.cpu.all * 1e6)} µs: request thread ${fmt(login.cpu.main * 1e6)}, SQLite writer ${fmt(login.cpu.writer * 1e6)}, libuv pool (RSA verify) ${fmt(login.cpu.pool * 1e6)}, V8 helpers (GC) ${fmt(login.cpu.v8 * 1e6)}; ` +
         `load generator (autocannon, same 2 cores) ${fmt(login.cpu.loadGenerator * 1e6)}`] : []),
       `cloud auth: ratio ${fmt(r, 2)}x the loop (target >= 0.40x; ${fmt(ratio(login.rps, bare64), 2)}x the 64-in-flight figure); vs Vault AppRole ${fmt(VAULT_LOGINS_PER_SECOND)}/s: ${fmt(ratio(login.rps, VAULT_LOGINS_PER_SECOND), 2)}x ${ok ? 'OK' : 'BELOW TARGET'}`,
+      `cloud auth: the same logins, file audit device                          ${fmt(audited.rps)} logins/s (p99 ${audited.p99} ms, errors ${audited.errors}${audited.cpuUs === undefined ? '' : `, server CPU ${fmt(audited.cpuUs)} µs per login`})`,
+      `cloud auth: audited ratio ${fmt(ra, 2)}x the logins without (target >= 0.70x) ${ra >= 0.7 ? 'OK' : 'BELOW TARGET'}`,
     ];
   } finally {
     await world.close();

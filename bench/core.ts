@@ -1,11 +1,14 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { child, fmt, load, processCpu, ratio, stop, type Throughput } from './util.ts';
+import { benchAuditDevice, child, fmt, load, processCpu, ratio, stop, type Throughput } from './util.ts';
 
 const SERVERS = new URL('./servers.ts', import.meta.url).pathname;
 
-/** Full pipeline (token lookup, ACL, routing, barrier decrypt) against a bare Fastify route, same run; BENCH_CPU_PROF=<dir> profiles the server. */
+/**
+ * Full pipeline (token lookup, ACL, routing, barrier decrypt) against a bare Fastify route, and the same read with a
+ * file audit device enabled against it without, same run; BENCH_CPU_PROF=<dir> profiles the server.
+ */
 export async function benchCore(seconds: number): Promise<string[]> {
   const dir = mkdtempSync(join(tmpdir(), 'strongroom-bench-'));
   try {
@@ -21,22 +24,30 @@ export async function benchCore(seconds: number): Promise<string[]> {
       const after = processCpu(pid);
       return { ...round, cpuUs: before && after ? ((after.all - before.all) / (round.rps * seconds)) * 1e6 : undefined };
     };
-    const rounds = { base: [] as Round[], full: [] as Round[] };
+    const rounds = { base: [] as Round[], full: [] as Round[], audited: [] as Round[] };
+    const read = () => measure(sr.proc.pid!, `${sr.info.url}/v1/kv/data/app/config`, { 'x-service-token': String(sr.info.token) });
     for (let i = 0; i < 2; i++) {
       rounds.base.push(await measure(bare.proc.pid!, `${bare.info.url}/v1/bare`));
-      rounds.full.push(await measure(sr.proc.pid!, `${sr.info.url}/v1/kv/data/app/config`, { 'x-service-token': String(sr.info.token) }));
+      rounds.full.push(await read());
+      await benchAuditDevice(String(sr.info.url), join(dir, `audit-${i}.log`));
+      rounds.audited.push(await read());
+      await benchAuditDevice(String(sr.info.url), undefined);
     }
     await stop(bare.proc);
     await stop(sr.proc, profileDir ? 'SIGINT' : 'SIGTERM');
     const best = (xs: Round[]) => xs.reduce((a, b) => (b.rps > a.rps ? b : a));
     const base = best(rounds.base);
     const full = best(rounds.full);
+    const audited = best(rounds.audited);
     const r = ratio(full.rps, base.rps);
+    const ra = ratio(audited.rps, full.rps);
     const cpu = (x: Round) => (x.cpuUs === undefined ? '' : `, server CPU ${fmt(x.cpuUs, 1)} µs/request`);
     return [
       `core: bare Fastify JSON route          ${fmt(base.rps)} req/s (p99 ${base.p99} ms, errors ${base.errors}${cpu(base)})`,
       `core: authenticated ACL-checked read   ${fmt(full.rps)} req/s (p99 ${full.p99} ms, errors ${full.errors}${cpu(full)})`,
       `core: ratio ${fmt(r, 2)}x (target >= 0.50x) ${r >= 0.5 ? 'OK' : 'BELOW TARGET'}`,
+      `core: the same read, file audit device ${fmt(audited.rps)} req/s (p99 ${audited.p99} ms, errors ${audited.errors}${cpu(audited)})`,
+      `core: audited ratio ${fmt(ra, 2)}x the read without (target >= 0.70x) ${ra >= 0.7 ? 'OK' : 'BELOW TARGET'}`,
     ];
   } finally {
     rmSync(dir, { recursive: true, force: true });

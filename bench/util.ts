@@ -41,6 +41,15 @@ export async function stop(proc: ChildProcess, signal: 'SIGTERM' | 'SIGINT' = 'S
 }
 
 export const ratio = (a: number, b: number) => (b === 0 ? 0 : a / b);
+
+/** Enables (a file path) or disables (undefined) a file audit device `bench` on a server whose root token is `root`. */
+export async function benchAuditDevice(serverUrl: string, file: string | undefined): Promise<void> {
+  const res = await fetch(`${serverUrl}/v1/sys/audit/bench`, {
+    method: file ? 'PUT' : 'DELETE', headers: { 'x-service-token': 'root', 'content-type': 'application/json' },
+    body: file ? JSON.stringify({ type: 'file', options: { file_path: file } }) : undefined,
+  });
+  if (res.status !== 204) throw new Error(`audit device: HTTP ${res.status} ${await res.text()}`);
+}
 export const fmt = (n: number, digits = 0) => n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
 
 /**

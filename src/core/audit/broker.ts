@@ -6,7 +6,7 @@ import type { CoreResponse } from '../core.ts';
 import { BadRequestError, ConflictError, StrongroomError } from '../errors.ts';
 import { newUuid } from '../ids.ts';
 import type { StorageView } from '../storage/view.ts';
-import { AuditRecord, errorOf, requestEntry, responseEntry, Salt, type EntryOptions } from './entry.ts';
+import { AuditRecord, EntryFormat, errorOf, Salt } from './entry.ts';
 import { LineQueue } from './devices/sink.ts';
 import { deviceConfig, type AuditSettings, type DeviceConfig } from './options.ts';
 
@@ -40,39 +40,32 @@ export class AuditFailureError extends StrongroomError {
 class Device {
   readonly entry: AuditDeviceEntry;
   readonly failures = { request: 0, response: 0 };
-  readonly #salt: Salt;
-  readonly #options: EntryOptions;
-  readonly #prefix: string;
-  /** Undefined when the device could not be built from its stored options (every write then fails, with `broken`). */
+  /** Both undefined when the device could not be built from its stored options: every write then fails with `broken`. */
+  readonly #format: EntryFormat | undefined;
   readonly #queue: LineQueue | undefined;
   readonly #broken: Error | undefined;
   #failing = false;
   #unreported = 0;
   #lastWarning = -Infinity;
 
-  constructor(entry: AuditDeviceEntry, salt: Salt, config: DeviceConfig | Error) {
+  constructor(entry: AuditDeviceEntry, salt: string, config: DeviceConfig | Error) {
     this.entry = entry;
-    this.#salt = salt;
     if (config instanceof Error) {
       this.#broken = config;
-      this.#options = { hmacAccessor: true, logRaw: false, elideListResponses: false };
-      this.#prefix = '';
     } else {
+      this.#format = new EntryFormat(new Salt(salt), config.entry, config.prefix);
       this.#queue = new LineQueue(config.sink);
-      this.#options = config.entry;
-      this.#prefix = config.prefix;
     }
   }
 
   hash(input: string): string {
-    if (this.#broken) throw new BadRequestError(`the audit device at "${this.entry.path}" cannot be used: ${reason(this.#broken)}`);
-    return this.#salt.hash(input);
+    if (!this.#format) throw new BadRequestError(`the audit device at "${this.entry.path}" cannot be used: ${reason(this.#broken)}`);
+    return this.#format.hash(input);
   }
 
-  async write(kind: EntryKind, rec: AuditRecord, time: number, error: string | undefined): Promise<void> {
-    if (!this.#queue) throw this.#broken!;
-    const entry = kind === 'request' ? requestEntry(rec, this.#salt, this.#options, time, error) : responseEntry(rec, this.#salt, this.#options, time, error);
-    await this.#queue.write(Buffer.from(`${this.#prefix}${JSON.stringify(entry)}\n`));
+  write(kind: EntryKind, rec: AuditRecord, time: number, error: string | undefined): Promise<void> {
+    if (!this.#format) return Promise.reject(this.#broken);
+    return this.#queue!.write(this.#format.line(kind, rec, time, error));
   }
 
   reopen(): Promise<void> {
@@ -168,7 +161,7 @@ export class AuditBroker {
         if (!applied) await config.sink.close();
       }
       if (!applied) throw new ConflictError('the audit table changed while the device was being enabled; enable it again');
-      await this.#apply(next, new Device(entry, new Salt(salt), config));
+      await this.#apply(next, new Device(entry, salt, config));
       this.#logger.info({ audit_device: path, type }, 'audit device enabled');
     });
   }
@@ -246,15 +239,19 @@ export class AuditBroker {
     if (devices.length === 0) return true;
     const time = this.#clock.now();
     let written = false;
-    await Promise.all(devices.map(async (d) => {
+    const settle = (d: Device) => {
+      let line: Promise<void>;
       try {
-        await d.write(kind, rec, time, error);
+        line = d.write(kind, rec, time, error);
+      } catch (err) {
+        line = Promise.reject(err);
+      }
+      return line.then(() => {
         written = true;
         d.succeeded(this.#logger);
-      } catch (err) {
-        d.failed(kind, err, this.#logger, this.#clock.now());
-      }
-    }));
+      }, (err: unknown) => d.failed(kind, err, this.#logger, this.#clock.now()));
+    };
+    await (devices.length === 1 ? settle(devices[0]) : Promise.all(devices.map(settle)));
     return written;
   }
 
@@ -287,7 +284,7 @@ export class AuditBroker {
     if (!(config instanceof Error)) {
       await config.sink.open().catch((err: unknown) => this.#logger.warn({ audit_device: entry.path, type: entry.type, reason: reason(err) }, 'audit device cannot be opened; its writes fail until it can'));
     }
-    return new Device(entry, new Salt(salt?.toString('utf8') ?? ''), config);
+    return new Device(entry, salt?.toString('utf8') ?? '', config);
   }
 
   #serial<T>(op: () => Promise<T>): Promise<T> {

@@ -26,6 +26,8 @@ export class AuditRecord {
   envelope: Record<string, unknown> | undefined;
   /** `pending` until the request entry is written before the handler, `refused` when no device could write it. */
   state: 'pending' | 'logged' | 'refused' = 'pending';
+  /** Per device, the parts both entries share, serialised by whichever entry comes first. */
+  #shared: Map<EntryFormat, SharedParts> | undefined;
 
   constructor(request: CoreRequest, id: string) {
     this.request = request;
@@ -42,6 +44,18 @@ export class AuditRecord {
     this.token = token;
     this.fields = fields;
   }
+
+  shared(format: EntryFormat, make: () => SharedParts): SharedParts {
+    this.#shared ??= new Map();
+    let parts = this.#shared.get(format);
+    if (!parts) this.#shared.set(format, (parts = make()));
+    return parts;
+  }
+}
+
+interface SharedParts {
+  auth: string;
+  request: string;
 }
 
 /** A device's options that shape its entries (see options.ts). */
@@ -60,8 +74,8 @@ const TOKEN_HASH_CACHE = 10_000;
 export class Salt {
   readonly #key: Buffer;
   /**
-   * Client tokens and accessors come back on every request a client makes, four times per request; their hashes are
-   * remembered (a bounded map in memory, which already holds the tokens in the token store's cache).
+   * Client tokens and accessors come back on every request a client makes; their hashes are remembered (a bounded
+   * map in memory, which already holds the tokens in the token store's cache).
    */
   readonly #ids = new Map<string, string>();
 
@@ -111,74 +125,135 @@ function exemptKeys(names: string[] | undefined, fields: Fields | undefined): Re
   return new Set(names.filter((n) => !ALWAYS_HASHED.has(n) && !fields?.[n]?.secret));
 }
 
-function hashedData(data: Record<string, unknown> | undefined, salt: Salt, opts: EntryOptions, exempt: string[] | undefined, fields?: Fields): Record<string, unknown> | undefined {
-  if (!data || Object.keys(data).length === 0) return undefined;
-  if (opts.logRaw) return data;
-  return hashValues(data, (s) => salt.hash(s), exemptKeys(exempt, fields), '', 0) as Record<string, unknown>;
-}
-
 const rfc3339 = (ms: number) => new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z');
 const nonEmpty = <T extends object>(o: T | undefined | null): T | undefined => (o && Object.keys(o).length ? o : undefined);
 
-/** Vault's auth object for the caller's token; absent fields are left out (its JSON omits empty values). */
-function callerAuth(rec: AuditRecord, salt: Salt, opts: EntryOptions): Record<string, unknown> {
-  const t = rec.token;
-  const clientToken = rec.request.token;
-  return {
-    client_token: clientToken ? (opts.logRaw ? clientToken : salt.hashId(clientToken)) : undefined,
-    accessor: t && (opts.logRaw || !opts.hmacAccessor ? t.accessor : salt.hashId(t.accessor)),
-    display_name: t?.displayName,
-    policies: t?.policies,
-    token_policies: t?.policies,
-    metadata: nonEmpty(t?.meta),
-    entity_id: t?.entityId || undefined,
-    remaining_uses: t && t.numUses > 0 ? t.numUses : undefined,
-    token_type: t ? 'service' : undefined,
-    token_ttl: t?.ttl,
-    token_issue_time: t && rfc3339(t.creationTime),
-  };
+let lastMs = -1;
+let lastIso = '';
+/** Entries come in bursts within one millisecond: the last conversion is kept. */
+function isoTime(ms: number): string {
+  if (ms !== lastMs) {
+    lastMs = ms;
+    lastIso = new Date(ms).toISOString();
+  }
+  return lastIso;
+}
+
+/**
+ * One device's entries: Vault's JSON schema, one line each, values hashed under the device's salt. The `auth` and
+ * `request` objects of a request's two entries are the same, so they are serialised once per request; a token's
+ * `auth` object is the same on every request it makes, so it is serialised once per token entry.
+ */
+export class EntryFormat {
+  readonly #salt: Salt;
+  readonly #opts: EntryOptions;
+  readonly #prefix: string;
+  readonly #auth = new WeakMap<TokenEntry, string>();
+
+  constructor(salt: Salt, opts: EntryOptions, prefix: string) {
+    this.#salt = salt;
+    this.#opts = opts;
+    this.#prefix = prefix;
+  }
+
+  hash(value: string): string {
+    return this.#salt.hash(value);
+  }
+
+  line(kind: 'request' | 'response', rec: AuditRecord, time: number, error: string | undefined): string {
+    const shared = rec.shared(this, () => ({ auth: this.#authJson(rec), request: JSON.stringify(this.#request(rec)) }));
+    let line = `${this.#prefix}{"time":"${isoTime(time)}","type":"${kind}","auth":${shared.auth},"request":${shared.request}`;
+    if (kind === 'response') line += `,"response":${JSON.stringify(this.#response(rec))}`;
+    if (error !== undefined) line += `,"error":${JSON.stringify(error)}`;
+    return `${line}}\n`;
+  }
+
+  #id(value: string, hmac = true): string {
+    return hmac && !this.#opts.logRaw ? this.#salt.hashId(value) : value;
+  }
+
+  /** Vault's auth object for the caller's token; absent fields are left out (its JSON omits empty values). */
+  #authJson(rec: AuditRecord): string {
+    const t = rec.token;
+    if (!t) return JSON.stringify({ client_token: rec.request.token ? this.#id(rec.request.token) : undefined });
+    let json = this.#auth.get(t);
+    if (json === undefined) {
+      // The entry was found by this token, so the token is the same on every request that brings the entry.
+      json = JSON.stringify({
+        client_token: this.#id(rec.request.token!),
+        accessor: this.#id(t.accessor, this.#opts.hmacAccessor),
+        display_name: t.displayName,
+        policies: t.policies,
+        token_policies: t.policies,
+        metadata: nonEmpty(t.meta),
+        entity_id: t.entityId || undefined,
+        remaining_uses: t.numUses > 0 ? t.numUses : undefined,
+        token_type: 'service',
+        token_ttl: t.ttl,
+        token_issue_time: rfc3339(t.creationTime),
+      });
+      this.#auth.set(t, json);
+    }
+    return json;
+  }
+
+  #request(rec: AuditRecord): Record<string, unknown> {
+    const { request: req, token } = rec;
+    return {
+      id: rec.id,
+      operation: rec.operation,
+      ...mountFields(rec),
+      client_token: req.token ? this.#id(req.token) : undefined,
+      client_token_accessor: token && this.#id(token.accessor, this.#opts.hmacAccessor),
+      namespace: { id: 'root' },
+      path: rec.path,
+      data: this.#data(rec.data, rec.mount?.config.audit_non_hmac_request_keys, rec.fields),
+      remote_address: req.remoteAddress,
+      remote_port: req.remotePort,
+    };
+  }
+
+  #response(rec: AuditRecord): Record<string, unknown> {
+    const env = rec.envelope;
+    let data = (env?.data ?? undefined) as Record<string, unknown> | undefined;
+    if (data && this.#opts.elideListResponses && rec.operation === 'list') data = elided(data);
+    const warnings = env?.warnings as string[] | null | undefined;
+    return {
+      ...mountFields(rec),
+      auth: this.#issuedAuth(env?.auth as Record<string, unknown> | null | undefined),
+      secret: env?.lease_id ? { lease_id: env.lease_id } : undefined,
+      data: this.#data(data, rec.mount?.config.audit_non_hmac_response_keys),
+      warnings: warnings ?? undefined,
+    };
+  }
+
+  /** The auth block of a login or token creation, as Vault's audit shows it (its own field names, token hashed). */
+  #issuedAuth(block: Record<string, unknown> | null | undefined): Record<string, unknown> | undefined {
+    if (!block) return undefined;
+    const id = (v: unknown, hmac: boolean) => (typeof v === 'string' && v !== '' ? this.#id(v, hmac) : undefined);
+    return {
+      client_token: id(block.client_token, true),
+      accessor: id(block.accessor, this.#opts.hmacAccessor),
+      policies: block.policies,
+      token_policies: block.token_policies,
+      metadata: block.metadata ?? undefined,
+      entity_id: block.entity_id || undefined,
+      num_uses: block.num_uses || undefined,
+      token_type: block.token_type,
+      token_ttl: block.lease_duration,
+    };
+  }
+
+  #data(data: Record<string, unknown> | undefined, exempt: string[] | undefined, fields?: Fields): Record<string, unknown> | undefined {
+    if (!data || Object.keys(data).length === 0) return undefined;
+    if (this.#opts.logRaw) return data;
+    return hashValues(data, (s) => this.#salt.hash(s), exemptKeys(exempt, fields), '', 0) as Record<string, unknown>;
+  }
 }
 
 function mountFields(rec: AuditRecord): Record<string, unknown> {
   const m = rec.mount;
   return m ? { mount_point: m.path, mount_type: m.type, mount_accessor: m.accessor, mount_class: m.class } : {};
-}
-
-function requestObject(rec: AuditRecord, salt: Salt, opts: EntryOptions): Record<string, unknown> {
-  const { request: req, token } = rec;
-  return {
-    id: rec.id,
-    operation: rec.operation,
-    ...mountFields(rec),
-    client_token: req.token ? (opts.logRaw ? req.token : salt.hashId(req.token)) : undefined,
-    client_token_accessor: token && (opts.logRaw || !opts.hmacAccessor ? token.accessor : salt.hashId(token.accessor)),
-    namespace: { id: 'root' },
-    path: rec.path,
-    data: hashedData(rec.data, salt, opts, rec.mount?.config.audit_non_hmac_request_keys, rec.fields),
-    remote_address: req.remoteAddress,
-    remote_port: req.remotePort,
-  };
-}
-
-export function requestEntry(rec: AuditRecord, salt: Salt, opts: EntryOptions, time: number, error: string | undefined): Record<string, unknown> {
-  return { time: new Date(time).toISOString(), type: 'request', auth: callerAuth(rec, salt, opts), request: requestObject(rec, salt, opts), error };
-}
-
-/** The auth block of a login or token creation, as Vault's audit shows it (its own field names, token hashed). */
-function issuedAuth(block: Record<string, unknown> | null | undefined, salt: Salt, opts: EntryOptions): Record<string, unknown> | undefined {
-  if (!block) return undefined;
-  const id = (v: unknown, hmac: boolean) => (typeof v === 'string' && v !== '' ? (hmac && !opts.logRaw ? salt.hashId(v) : v) : undefined);
-  return {
-    client_token: id(block.client_token, true),
-    accessor: id(block.accessor, opts.hmacAccessor),
-    policies: block.policies,
-    token_policies: block.token_policies,
-    metadata: block.metadata ?? undefined,
-    entity_id: block.entity_id || undefined,
-    num_uses: block.num_uses || undefined,
-    token_type: block.token_type,
-    token_ttl: block.lease_duration,
-  };
 }
 
 /** Vault's elide_list_responses: a list answer's keys (and key_info) become their count. */
@@ -187,27 +262,6 @@ function elided(data: Record<string, unknown>): Record<string, unknown> {
   if (Array.isArray(out.keys)) out.keys = out.keys.length;
   if (out.key_info && typeof out.key_info === 'object') out.key_info = Object.keys(out.key_info).length;
   return out;
-}
-
-function responseObject(rec: AuditRecord, salt: Salt, opts: EntryOptions): Record<string, unknown> {
-  const env = rec.envelope;
-  let data = (env?.data ?? undefined) as Record<string, unknown> | undefined;
-  if (data && opts.elideListResponses && rec.operation === 'list') data = elided(data);
-  const warnings = env?.warnings as string[] | null | undefined;
-  return {
-    ...mountFields(rec),
-    auth: issuedAuth(env?.auth as Record<string, unknown> | null | undefined, salt, opts),
-    secret: env?.lease_id ? { lease_id: env.lease_id } : undefined,
-    data: hashedData(data, salt, opts, rec.mount?.config.audit_non_hmac_response_keys),
-    warnings: warnings ?? undefined,
-  };
-}
-
-export function responseEntry(rec: AuditRecord, salt: Salt, opts: EntryOptions, time: number, error: string | undefined): Record<string, unknown> {
-  return {
-    time: new Date(time).toISOString(), type: 'response', auth: callerAuth(rec, salt, opts), request: requestObject(rec, salt, opts),
-    response: responseObject(rec, salt, opts), error,
-  };
 }
 
 /** The errors the client was told, which is all the entry says of a failure (an internal error's detail stays in the server log). */

@@ -1,3 +1,4 @@
+import { writeSync } from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
 import type { Sink } from './sink.ts';
 
@@ -27,10 +28,10 @@ export class FileSink implements Sink {
     this.#handle = handle;
   }
 
-  async write(lines: Buffer[]): Promise<void> {
+  async write(lines: string[]): Promise<void> {
     if (this.#closed) throw new Error('the device is disabled');
-    const data = lines.length === 1 ? lines[0] : Buffer.concat(lines);
     if (this.#path === 'discard') return;
+    const data = Buffer.from(lines.length === 1 ? lines[0] : lines.join(''));
     if (this.#path === 'stdout') return writeStdout(data);
     try {
       await this.#append(data);
@@ -54,9 +55,16 @@ export class FileSink implements Sink {
     await this.#drop();
   }
 
+  /**
+   * Synchronous, as Vault's write is: the queue hands over a whole event-loop turn's lines at once, and one system
+   * call here costs less than a trip through the thread pool, whose wake-ups cost more than the write on a small VM
+   * (measured: 8,000 audited reads/s through the pool against 15,000-20,000 this way). The price: a file system
+   * that blocks holds the whole process, not only the requests waiting for their entries (which could not be
+   * answered anyway).
+   */
   async #append(data: Buffer): Promise<void> {
     if (!this.#handle) await this.open();
-    const { bytesWritten } = await this.#handle!.write(data);
+    const bytesWritten = writeSync(this.#handle!.fd, data);
     if (bytesWritten !== data.length) throw new Error(`short write: ${bytesWritten} of ${data.length} bytes`);
   }
 

@@ -28,7 +28,7 @@ export class SocketSink implements Sink {
     else this.#stream = await this.#connect();
   }
 
-  async write(lines: Buffer[]): Promise<void> {
+  async write(lines: string[]): Promise<void> {
     if (this.#closed) throw new Error('the device is disabled');
     try {
       await this.#send(lines);
@@ -47,7 +47,7 @@ export class SocketSink implements Sink {
     this.#drop();
   }
 
-  async #send(lines: Buffer[]): Promise<void> {
+  async #send(lines: string[]): Promise<void> {
     if (this.#type === 'udp') {
       const socket = this.#datagram ??= await this.#bindDatagram();
       // One entry per datagram, as a collector reading datagrams expects.
@@ -57,7 +57,7 @@ export class SocketSink implements Sink {
     // A peer that closed its end is noticed before writing into a connection that would swallow the line.
     if (!this.#stream || this.#stream.destroyed || this.#stream.readableEnded) this.#stream = await this.#connect();
     const stream = this.#stream;
-    await this.#timed((done) => stream.write(lines.length === 1 ? lines[0] : Buffer.concat(lines), done), () => stream.destroy());
+    await this.#timed((done) => stream.write(lines.length === 1 ? lines[0] : lines.join(''), done), () => stream.destroy());
   }
 
   /** Runs `start`, which calls back once; past the write timeout `abandon` runs and the write fails. */
