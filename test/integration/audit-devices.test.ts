@@ -4,6 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { TOO_DEEP, TOO_MANY } from '../../src/core/audit/entry.ts';
 import { MemoryStorage } from '../../src/core/storage/memory.ts';
 import { auditDir, auditHash, enableFile, entriesAt, entriesOf, readEntries } from '../support/audit.ts';
 import { freePort } from '../support/ports.ts';
@@ -182,6 +183,28 @@ describe('entries', () => {
       type: await h('test'), accessor: await h(mounts.body.data['kv/'].accessor), local: false, options: {},
       config: { default_lease_ttl: 0, max_lease_ttl: 0, force_no_cache: false },
     });
+  });
+
+  it('"a hostile body is recorded without harm": past 64 levels of nesting (of 5,000) a marker, past 10,000 values a marker, a "__proto__" key stays a key', async () => {
+    const file = logs.file('hostile.log');
+    await enableFile(s, 'hostile', file);
+    const many = await s.request('POST', 'kv/data/many', { body: { value: 'v', many: Array.from({ length: 20_000 }, (_, i) => `s${i}`) } });
+    expect(many.status).toBe(200);
+    const manyEntry = entriesAt(readEntries(file), 'kv/data/many')[0].request.data!;
+    expect(manyEntry.value).toMatch(HMAC);
+    expect(manyEntry.many.filter((v: string) => HMAC.test(v))).toHaveLength(9_997);
+    expect(manyEntry.many.slice(9_997).every((v: string) => v === TOO_MANY)).toBe(true);
+    const deep = `${'{"a":'.repeat(5000)}"bottom"${'}'.repeat(5000)}`;
+    const r = await s.request('POST', 'kv/data/hostile', { body: `{"value":"v","deep":${deep},"__proto__":{"polluted":"yes"}}` });
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    const [entry] = entriesAt(readEntries(file), 'kv/data/hostile');
+    let level = entry.request.data!.deep;
+    let depth = 1;
+    for (; typeof level === 'object'; depth++) level = level.a;
+    expect([depth, level]).toEqual([64, TOO_DEEP]);
+    expect(Object.getOwnPropertyNames(entry.request.data!)).toContain('__proto__');
+    expect(JSON.stringify(entry)).not.toContain('bottom');
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
   });
 
   it('"hmac_accessor=false writes accessors in the clear", client tokens still hashed', async () => {

@@ -100,24 +100,38 @@ export class Salt {
  */
 const ALWAYS_HASHED = new Set(['password', 'last_password', 'current_password', 'new_password', 'bindpass', 'client_secret', 'secret', 'client_token', 'token', 'jwt', 'assertion']);
 
-/** Nesting past this is hashed as one JSON string: a hostile body 5,000 levels deep must not exhaust the stack. */
+/**
+ * Bounds on what one entry's data costs, so a hostile body cannot turn auditing into an amplifier: nesting past
+ * MAX_DEPTH (a body 5,000 levels deep would exhaust the stack; JSON.stringify cannot even serialise it) and values
+ * past MAX_VALUES (a 1 MiB login body of 250,000 one-letter strings would be a third of a second of HMAC on the
+ * event loop) are written as markers, and the request goes on. No endpoint takes anything near either bound.
+ */
 const MAX_DEPTH = 64;
+const MAX_VALUES = 10_000;
+export const TOO_DEEP = `[nested deeper than ${MAX_DEPTH} levels: not recorded]`;
+export const TOO_MANY = `[more than ${MAX_VALUES} values: not recorded]`;
 
-type Hash = (value: string) => string;
+interface Walk {
+  hash: (value: string) => string;
+  exempt: ReadonlySet<string> | undefined;
+  /** Values this entry's data may still visit. */
+  left: number;
+}
 
 /**
  * Every string value, in objects and lists at any depth, hashed; keys, numbers and booleans kept. A string is left
  * in the clear when the nearest object key above it is exempt (Vault's rule, so an exempt list stays readable).
  */
-function hashValues(value: unknown, hash: Hash, exempt: ReadonlySet<string> | undefined, key: string, depth: number): unknown {
-  if (typeof value === 'string') return exempt?.has(key) ? value : hash(value);
+function hashValues(value: unknown, walk: Walk, key: string, depth: number): unknown {
+  if (--walk.left < 0) return TOO_MANY;
+  if (typeof value === 'string') return walk.exempt?.has(key) ? value : walk.hash(value);
   if (value === null || typeof value !== 'object') return value;
   // What the client received: a Date (or anything with toJSON) as JSON writes it.
-  if (typeof (value as { toJSON?: unknown }).toJSON === 'function') return hashValues((value as { toJSON(): unknown }).toJSON(), hash, exempt, key, depth);
-  if (depth >= MAX_DEPTH) return hash(JSON.stringify(value));
-  if (Array.isArray(value)) return value.map((v) => hashValues(v, hash, exempt, key, depth + 1));
+  if (typeof (value as { toJSON?: unknown }).toJSON === 'function') return hashValues((value as { toJSON(): unknown }).toJSON(), walk, key, depth);
+  if (depth >= MAX_DEPTH) return TOO_DEEP;
+  if (Array.isArray(value)) return value.map((v) => hashValues(v, walk, key, depth + 1));
   // fromEntries defines own properties: a "__proto__" key stays a key.
-  return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, hashValues(v, hash, exempt, k, depth + 1)]));
+  return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, hashValues(v, walk, k, depth + 1)]));
 }
 
 function exemptKeys(names: string[] | undefined, fields: Fields | undefined): ReadonlySet<string> | undefined {
@@ -247,7 +261,7 @@ export class EntryFormat {
   #data(data: Record<string, unknown> | undefined, exempt: string[] | undefined, fields?: Fields): Record<string, unknown> | undefined {
     if (!data || Object.keys(data).length === 0) return undefined;
     if (this.#opts.logRaw) return data;
-    return hashValues(data, (s) => this.#salt.hash(s), exemptKeys(exempt, fields), '', 0) as Record<string, unknown>;
+    return hashValues(data, { hash: (s) => this.#salt.hash(s), exempt: exemptKeys(exempt, fields), left: MAX_VALUES }, '', 0) as Record<string, unknown>;
   }
 }
 
