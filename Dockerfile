@@ -16,7 +16,8 @@ WORKDIR /app
 COPY --from=deps /app/node_modules ./node_modules
 COPY package.json ./
 COPY src ./src
-RUN mkdir -p /data && chown node:node /data
+# /var/log/strongroom: for a file audit device's volume (docs/audit.md), created owned by node like /data.
+RUN mkdir -p /data /var/log/strongroom && chown node:node /data /var/log/strongroom
 USER node
 VOLUME ["/data"]
 EXPOSE 8200
