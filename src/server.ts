@@ -7,6 +7,7 @@ import { systemBackend } from './builtin/sys/index.ts';
 import { identityBackend } from './builtin/identity/index.ts';
 import { tokenBackend } from './builtin/token/index.ts';
 import { systemClock, type Clock } from './core/clock.ts';
+import type { ClusterTimings } from './core/cluster.ts';
 import { Core, type BackendRegistry } from './core/core.ts';
 import { PRIVATE_FILE_MODE, privateDir, privateFiles } from './core/storage/file-modes.ts';
 import { MemoryStorage } from './core/storage/memory.ts';
@@ -30,6 +31,8 @@ export interface ServerOverrides {
   clock?: Clock;
   storage?: Storage;
   backends?: BackendRegistry;
+  /** The cluster's timings, shortened by tests. */
+  cluster?: Partial<ClusterTimings>;
 }
 
 export class StartupError extends Error {}
@@ -99,6 +102,8 @@ export async function createServer(settings: Settings, logger: Logger, overrides
     builtins: { system: systemBackend, token: tokenBackend, identity: identityBackend({ defaultIssuer: apiAddress(settings) }) },
     defaultMounts,
     audit: { allowPrefix: settings.STRONGROOM_AUDIT_ALLOW_PREFIX, allowRaw: settings.STRONGROOM_AUDIT_ALLOW_RAW },
+    apiAddress: apiAddress(settings),
+    cluster: overrides.cluster,
   });
   let unsealKey: Buffer;
   try {

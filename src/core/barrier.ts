@@ -9,7 +9,7 @@ import type { Storage, StorageCondition, StorageOp } from './storage/types.ts';
  * and the root key by the operator's unseal key.
  */
 const VERSION = 2;
-const KEYRING_PATH = 'core/keyring';
+export const KEYRING_PATH = 'core/keyring';
 const ROOT_KEY_PATH = 'core/root-key';
 
 export class UnsealError extends Error {}
@@ -66,26 +66,46 @@ export function open(keyFor: (term: number) => Buffer | undefined, path: string,
   return plaintext;
 }
 
-/** A keyring write riding along with data writes, and what its landing proves. */
-interface Reservation { op: StorageOp; landed(applied: boolean): void }
+/** A keyring write riding along with data writes, the guard it needs (the ring it raises), and what its landing proves. */
+interface Reservation { op: StorageOp; guard: StorageCondition; landed(applied: boolean): void }
+
+/** How many times a write retries when other nodes keep changing the keyring under it: each retry follows a change. */
+const KEYRING_RACES = 20;
+
+/**
+ * How automatic rotations coordinate across a cluster (set by the core): only the leader adds terms by count, under
+ * its fence. Without it (tests of the barrier alone), the barrier rotates by itself.
+ */
+export interface RotationCoordination {
+  mayRotate(): boolean;
+  fence(): StorageCondition[];
+}
 
 export class Barrier implements Storage {
   readonly #inner: Storage;
   readonly #rotateAfter: number;
   readonly #block: number;
-  /** Every term, including one a rotation under way is adding. */
+  /** The keyring as last read from, or written to, the store: every term, oldest first. */
   #ring: KeyringEntry[] = [];
+  /** Its stored bytes, which every keyring write expects to replace (a compare-and-set, since other nodes write it). */
+  #ringBlob: Buffer | undefined;
+  /** Keyrings this node has written and not yet heard back about (a reload finding one of them is not news). */
+  readonly #inFlight = new Set<Buffer>();
   #keys = new Map<number, Buffer>();
-  /** The term that seals; a new term takes over only once the keyring holding it has landed. */
+  /** The newest stored term, which seals; a new term takes over only once a keyring holding it is known stored. */
   #active: KeyringEntry | undefined;
   #rootKey: Buffer | undefined;
-  /** Seals under the active term: exact since it was installed, or counted from its reservation after an unseal. */
+  /**
+   * Seals under the active term: exact since this node installed it; otherwise counted from its reservation (after
+   * an unseal or a takeover), plus every block other nodes reserved since, as if they had used all of it.
+   */
   #seals = 0;
   /** The reservation of the active term known to be in storage. */
   #landedReservation = 0;
   /** Rotations run one after another, so terms take over in the order they were added. */
   #rotations: Promise<unknown> = Promise.resolve();
   #autoRotating = false;
+  #coordination: RotationCoordination = { mayRotate: () => true, fence: () => [] };
   /**
    * Plaintext by ciphertext object. The storage below caches committed ciphertexts, so a hot entry (a token,
    * a policy, a config) comes back as the same Buffer and need not be decrypted again; a write stores a new
@@ -100,21 +120,32 @@ export class Barrier implements Storage {
     this.#block = options.reservationBlock ?? DEFAULT_RESERVATION_BLOCK;
   }
 
+  coordinate(coordination: RotationCoordination): void {
+    this.#coordination = coordination;
+  }
+
   async isInitialized(): Promise<boolean> {
     return (await this.#inner.get(ROOT_KEY_PATH)) !== undefined;
   }
 
-  /** First start: a fresh root key sealed by the unseal key, and a keyring with term 1. */
-  async initialize(unsealKey: Buffer): Promise<void> {
+  /**
+   * First start: a fresh root key sealed by the unseal key, and a keyring with term 1, both written only where neither
+   * exists. False when another node initialised the store first: nothing was written, and the caller unseals the
+   * store that node made (with the same unseal key, or not at all).
+   */
+  async initialize(unsealKey: Buffer): Promise<boolean> {
     const rootKey = randomBytes(32);
     const entry = this.#newEntry(1);
-    await this.#inner.transaction([
+    const ring = seal(rootKey, 0, KEYRING_PATH, encodeKeyring([entry]));
+    const won = await this.#inner.transaction([
       { type: 'put', key: ROOT_KEY_PATH, value: seal(unsealKey, 0, ROOT_KEY_PATH, rootKey) },
-      { type: 'put', key: KEYRING_PATH, value: seal(rootKey, 0, KEYRING_PATH, encodeKeyring([entry])) },
-    ]);
-    await this.unseal(unsealKey);
+      { type: 'put', key: KEYRING_PATH, value: ring },
+    ], [{ key: ROOT_KEY_PATH, expected: undefined }, { key: KEYRING_PATH, expected: undefined }]);
+    if (!won) return false;
+    this.#rootKey = rootKey;
     // The term is new: its count starts from nothing, not from its reservation.
-    this.#seals = 0;
+    this.#adopt(ring, { installed: true });
+    return true;
   }
 
   /** Throws UnsealError when the key is wrong; nothing is written either way. */
@@ -122,22 +153,25 @@ export class Barrier implements Storage {
     const sealedRoot = await this.#inner.get(ROOT_KEY_PATH);
     const sealedRing = await this.#inner.get(KEYRING_PATH);
     if (!sealedRoot || !sealedRing) throw new UnsealError('storage is not initialised');
-    let rootKey: Buffer;
     try {
-      rootKey = open(() => unsealKey, ROOT_KEY_PATH, sealedRoot);
+      this.#rootKey = open(() => unsealKey, ROOT_KEY_PATH, sealedRoot);
     } catch {
       throw new UnsealError('unseal failed: the unseal key does not open this store (wrong key?)');
     }
-    this.#ring = decodeKeyring(open(() => rootKey, KEYRING_PATH, sealedRing));
-    this.#keys = new Map(this.#ring.map((e) => [e.term, e.key]));
-    const active = this.#ring.reduce((a, b) => (b.term > a.term ? b : a));
-    // As many seals as the keyring reserved may have been made; a keyring from before the count existed
-    // cannot tell, so its term is taken as used up. A term used up is replaced before it seals again.
-    this.#seals = active.sealsReserved ?? this.#rotateAfter;
-    this.#landedReservation = this.#seals;
-    this.#rootKey = rootKey;
-    this.#active = active;
-    if (this.#seals >= this.#rotateAfter) await this.rotate();
+    this.#adopt(sealedRing);
+    // A term used up is replaced before it seals again; of several nodes unsealing at once, one replaces it.
+    if (this.#seals >= this.#rotateAfter) await this.#queueRotation({ onlyIfDue: true, fenced: false });
+  }
+
+  /**
+   * Reads the keyring again (another node may have rotated it or reserved seals), adopting what changed. Called on
+   * the cluster's change notice and when a value names a term this node does not know.
+   */
+  async reload(): Promise<void> {
+    const blob = await this.#inner.get(KEYRING_PATH);
+    if (!blob || (this.#ringBlob && blob.equals(this.#ringBlob)) || [...this.#inFlight].some((b) => b.equals(blob))) return;
+    this.#adopt(blob);
+    this.#rotateWhenDue();
   }
 
   get sealed(): boolean {
@@ -147,9 +181,7 @@ export class Barrier implements Storage {
   /** Adds a new data-key term; existing values keep decrypting with their own term. */
   rotate(): Promise<number> {
     this.#requireActive();
-    const rotation = this.#rotations.then(() => this.#addTerm(), () => this.#addTerm());
-    this.#rotations = rotation;
-    return rotation;
+    return this.#queueRotation({ onlyIfDue: false, fenced: false });
   }
 
   get term(): number {
@@ -169,13 +201,12 @@ export class Barrier implements Storage {
 
   async get(key: string): Promise<Buffer | undefined> {
     const blob = await this.#inner.get(key);
-    return blob === undefined ? undefined : Buffer.from(this.#plaintextOf(key, blob));
+    return blob === undefined ? undefined : Buffer.from(await this.#plaintextOf(key, blob));
   }
-  put(key: string, value: Buffer): Promise<void> {
+  async put(key: string, value: Buffer): Promise<void> {
     const sealed = this.#seal(key, value);
-    const reservation = this.#reservation();
-    if (!reservation) return this.#inner.put(key, sealed);
-    return this.#inner.transaction([{ type: 'put', key, value: sealed }, reservation.op]).then(reservation.landed);
+    if (!this.#reservationDue()) return this.#inner.put(key, sealed);
+    await this.#write([{ type: 'put', key, value: sealed }], []);
   }
   delete(key: string): Promise<void> {
     return this.#inner.delete(key);
@@ -191,18 +222,14 @@ export class Barrier implements Storage {
     const physical: StorageCondition[] = [];
     for (const c of conditions) {
       const blob = await this.#inner.get(c.key);
-      const current = blob === undefined ? undefined : this.#plaintextOf(c.key, blob);
+      const current = blob === undefined ? undefined : await this.#plaintextOf(c.key, blob);
       if (current === undefined ? c.expected !== undefined : c.expected === undefined || !current.equals(c.expected)) return false;
       physical.push({ key: c.key, expected: blob });
     }
     // Sealed and handed to the store in one synchronous stretch, so writes reach the store in the order their seals
     // were counted, and a keyring written along reaches it after every keyring built before it.
     const sealedOps = ops.map((op): StorageOp => (op.type === 'put' ? { type: 'put', key: op.key, value: this.#seal(op.key, op.value) } : op));
-    const reservation = ops.some((op) => op.type === 'put') ? this.#reservation() : undefined;
-    if (reservation) sealedOps.push(reservation.op);
-    const applied = await this.#inner.transaction(sealedOps, physical);
-    reservation?.landed(applied);
-    return applied;
+    return this.#write(sealedOps, physical);
   }
   close(): Promise<void> {
     return this.#inner.close();
@@ -214,24 +241,95 @@ export class Barrier implements Storage {
     this.#inner.onFailure(listener);
   }
 
+  /**
+   * Writes sealed operations, carrying a keyring reservation when the seals went past the stored one. That keyring
+   * replaces the one this node knows, so it is guarded on it: when another node changed the keyring meanwhile (a
+   * reservation or a rotation of its own), the write is refused whole; the barrier then adopts the stored keyring and
+   * tries again with a reservation built on it. A refusal for the caller's own conditions is the caller's answer.
+   */
+  async #write(sealedOps: StorageOp[], physical: StorageCondition[]): Promise<boolean> {
+    for (let race = 0; ; race++) {
+      const reservation = sealedOps.some((op) => op.type === 'put') ? this.#reservation() : undefined;
+      if (!reservation) return this.#inner.transaction(sealedOps, physical);
+      const applied = await this.#inner.transaction([...sealedOps, reservation.op], [...physical, reservation.guard]);
+      reservation.landed(applied);
+      if (applied) return true;
+      const stored = await this.#inner.get(KEYRING_PATH);
+      if (stored && reservation.guard.expected && stored.equals(reservation.guard.expected)) return false;
+      if (race === KEYRING_RACES) throw new Error('the keyring kept changing under a write; try again');
+      if (stored && !(this.#ringBlob && stored.equals(this.#ringBlob))) this.#adopt(stored);
+    }
+  }
+
   #newEntry(term: number): KeyringEntry {
     return { term, key: randomBytes(32), installTime: new Date().toISOString(), sealsReserved: this.#block };
   }
 
   /**
-   * The new term joins the ring before the keyring is written, so every keyring written from now on (reservations
-   * included) holds it; it seals only once its keyring has landed. A failed write leaves it in the ring unused, and
-   * the next rotation adds the term after it.
+   * Makes a stored keyring this node's: its terms decrypt, its newest term seals. A term this node did not install is
+   * counted from its reservation, as if every reserved seal had been made (as after a restart); a keyring from before
+   * the count existed cannot tell, so its term is taken as used up. For the active term, reservations other nodes
+   * added since this node last looked are added to its count: their seals are as real as its own.
    */
-  async #addTerm(): Promise<number> {
-    const next = this.#newEntry(Math.max(...this.#keys.keys()) + 1);
-    this.#ring.push(next);
-    this.#keys.set(next.term, next.key);
-    await this.#inner.put(KEYRING_PATH, this.#sealedKeyring());
-    this.#active = next;
-    this.#seals = 0;
-    this.#landedReservation = next.sealsReserved!;
-    return next.term;
+  #adopt(blob: Buffer, { installed = false } = {}): void {
+    const ring = decodeKeyring(open(() => this.#rootKey, KEYRING_PATH, blob));
+    const newest = ring.reduce((a, b) => (b.term > a.term ? b : a));
+    const reserved = newest.sealsReserved ?? this.#rotateAfter;
+    if (installed) {
+      this.#seals = 0;
+      this.#landedReservation = reserved;
+    } else if (newest.term === this.#active?.term) {
+      this.#seals += Math.max(0, reserved - this.#landedReservation);
+      this.#landedReservation = Math.max(this.#landedReservation, reserved);
+    } else {
+      this.#seals = reserved;
+      this.#landedReservation = reserved;
+    }
+    this.#ring = ring;
+    this.#ringBlob = blob;
+    this.#keys = new Map(ring.map((e) => [e.term, e.key]));
+    this.#active = newest;
+  }
+
+  #queueRotation(how: { onlyIfDue: boolean; fenced: boolean }): Promise<number> {
+    const rotation = this.#rotations.then(() => this.#addTerm(how), () => this.#addTerm(how));
+    this.#rotations = rotation;
+    return rotation;
+  }
+
+  /**
+   * Adds term n+1 to the keyring as stored, guarded on that keyring, and lets it seal once the write has landed, so a
+   * value is never stored under a key that is not stored itself. When another node changed the keyring first, the
+   * barrier adopts it and tries again: a rotation by hand always adds its term; one by count (`onlyIfDue`) stops
+   * when the term it meant to replace is gone or no longer used up. Automatic ones carry the leader's fence.
+   */
+  async #addTerm({ onlyIfDue, fenced }: { onlyIfDue: boolean; fenced: boolean }): Promise<number> {
+    for (let race = 0; ; race++) {
+      if (onlyIfDue && this.#seals < this.#rotateAfter) return this.#active!.term;
+      const next = this.#newEntry(Math.max(...this.#keys.keys()) + 1);
+      const blob = seal(this.#rootKey!, 0, KEYRING_PATH, encodeKeyring([...this.#ring, next]));
+      const fence = fenced ? this.#coordination.fence() : [];
+      const base = this.#ringBlob;
+      this.#inFlight.add(blob);
+      let applied: boolean;
+      try {
+        applied = await this.#inner.transaction([{ type: 'put', key: KEYRING_PATH, value: blob }], [{ key: KEYRING_PATH, expected: base }, ...fence]);
+      } finally {
+        this.#inFlight.delete(blob);
+      }
+      if (applied) {
+        this.#adopt(blob, { installed: true });
+        return next.term;
+      }
+      const stored = await this.#inner.get(KEYRING_PATH);
+      // The keyring is as it was: the fence failed, so this node no longer leads and leaves rotating to the leader.
+      if (!stored || (base && stored.equals(base)) || race === KEYRING_RACES) return this.#active!.term;
+      if (!(this.#ringBlob && stored.equals(this.#ringBlob))) this.#adopt(stored);
+    }
+  }
+
+  #reservationDue(): boolean {
+    return this.#seals > this.#landedReservation;
   }
 
   /**
@@ -240,27 +338,34 @@ export class Barrier implements Storage {
    * sealing write carries it (a failed compare-and-set writes nothing, the keyring included).
    */
   #reservation(): Reservation | undefined {
-    if (this.#seals <= this.#landedReservation) return undefined;
-    const active = this.#active!;
+    if (!this.#reservationDue()) return undefined;
+    const { term } = this.#active!;
+    const base = this.#ringBlob;
     const reserved = (Math.floor(this.#seals / this.#block) + 1) * this.#block;
-    active.sealsReserved = Math.max(active.sealsReserved ?? 0, reserved);
+    const ring = this.#ring.map((e) => (e.term === term ? { ...e, sealsReserved: Math.max(e.sealsReserved ?? 0, reserved) } : e));
+    const blob = seal(this.#rootKey!, 0, KEYRING_PATH, encodeKeyring(ring));
+    this.#inFlight.add(blob);
     return {
-      op: { type: 'put', key: KEYRING_PATH, value: this.#sealedKeyring() },
+      op: { type: 'put', key: KEYRING_PATH, value: blob },
+      guard: { key: KEYRING_PATH, expected: base },
       landed: (applied) => {
-        if (applied && this.#active === active) this.#landedReservation = Math.max(this.#landedReservation, reserved);
+        this.#inFlight.delete(blob);
+        if (!applied || this.#active?.term !== term) return;
+        this.#landedReservation = Math.max(this.#landedReservation, reserved);
+        // Unless a keyring read meanwhile is newer (a reload that raced this answer), this one is the stored one now.
+        if (this.#ringBlob !== base) return;
+        this.#ring = ring;
+        this.#ringBlob = blob;
+        this.#active = ring.find((e) => e.term === term)!;
       },
     };
   }
 
-  #sealedKeyring(): Buffer {
-    return seal(this.#rootKey!, 0, KEYRING_PATH, encodeKeyring(this.#ring));
-  }
-
   #rotateWhenDue(): void {
-    if (this.#seals < this.#rotateAfter || this.#autoRotating) return;
+    if (this.#seals < this.#rotateAfter || this.#autoRotating || !this.#coordination.mayRotate()) return;
     this.#autoRotating = true;
     // A failed rotation is tried again at the next seal; the write that failed it reports the storage error.
-    void this.rotate().catch(() => undefined).finally(() => {
+    void this.#queueRotation({ onlyIfDue: true, fenced: true }).catch(() => undefined).finally(() => {
       this.#autoRotating = false;
     });
   }
@@ -277,17 +382,16 @@ export class Barrier implements Storage {
     this.#opened.set(blob, Buffer.from(plaintext));
     return blob;
   }
-  #plaintextOf(path: string, blob: Buffer): Buffer {
+  /** A value sealed under a term this node has not seen (another node rotated) makes it read the keyring once. */
+  async #plaintextOf(path: string, blob: Buffer): Promise<Buffer> {
     let plain = this.#opened.get(blob);
     if (!plain) {
-      plain = this.#decrypt(path, blob);
+      this.#requireActive();
+      if (blob.length >= 4 && !this.#keys.has(blob.readUInt32BE(0))) await this.reload();
+      plain = open((t) => this.#keys.get(t), path, blob);
       this.#opened.set(blob, plain);
     }
     return plain;
-  }
-  #decrypt(path: string, blob: Buffer): Buffer {
-    this.#requireActive();
-    return open((t) => this.#keys.get(t), path, blob);
   }
   #requireActive(): KeyringEntry {
     if (!this.#active) throw new UnsealError('barrier is sealed');

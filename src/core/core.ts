@@ -1,9 +1,12 @@
+import { hostname } from 'node:os';
 import type { Logger } from 'pino';
 import { AuditBroker } from './audit/broker.ts';
 import { AuditRecord } from './audit/entry.ts';
 import type { AuditSettings } from './audit/options.ts';
-import { Barrier } from './barrier.ts';
+import { Barrier, KEYRING_PATH } from './barrier.ts';
 import type { Clock } from './clock.ts';
+import { Cluster, type ClusterTimings } from './cluster.ts';
+import { KeyedLock } from './keyed-lock.ts';
 import { BadRequestError, ConflictError, NotFoundError, PermissionDeniedError, SealedError, StrongroomError, UnsupportedOperationError } from './errors.ts';
 import { validateFields, type Fields } from './fields.ts';
 import { addressInCidrs } from '../lib/cidr.ts';
@@ -12,13 +15,14 @@ import type { Backend, BackendContext, BackendFactory, BackendRequest, BackendRe
 import { IdentityStore } from './identity.ts';
 import { newRequestId, randomBase62 } from './ids.ts';
 import { LeaseManager, minPositive, type NewLease } from './leases.ts';
-import { MountTable, storagePrefix, type MountEntry } from './mounts.ts';
+import { MOUNT_TABLE_KEY, MountTable, storagePrefix, type MountEntry } from './mounts.ts';
 import { PolicyStore, normalizePolicies } from './policy-store.ts';
 import { PathTable, isRootProtected, pathProblem } from './router.ts';
 import type { Storage, StorageCondition } from './storage/types.ts';
 import { GuardError, StorageView, type PreparedWrite } from './storage/view.ts';
 import { TokenStore, tokenLeaseId, type TokenEntry } from './tokens.ts';
 import { issueToken, type IssuedToken } from './token-issue.ts';
+import { VERSION } from './version.ts';
 
 export interface CoreRequest {
   method: string;
@@ -59,11 +63,17 @@ export interface CoreOptions {
   defaultMounts: Array<{ path: string; type: string; description: string }>;
   /** What audit devices may be enabled with beyond the defaults (server settings). */
   audit?: AuditSettings;
+  /** Where clients reach this node, as sys/leader and sys/ha-status show it. */
+  apiAddress?: string;
+  /** The cluster's timings, where a test shortens them. */
+  cluster?: Partial<ClusterTimings>;
 }
 
 interface Mounted {
   entry: MountEntry;
   backend: Backend;
+  /** Whether the backend's leader work (and periodic job) runs here now. */
+  leading: boolean;
   stopPeriodic?: () => void;
   table: PathTable;
   secrets: Map<string, SecretType>;
@@ -74,6 +84,14 @@ interface Mounted {
 /** Operations that need the `update` capability on a path without an existence check. */
 const WRITE_OPS = new Set<Operation>(['create', 'update']);
 const UNAUTHENTICATED_SYS = new Set(['sys/health', 'sys/seal-status']);
+/** Stored keys the cluster tracks (see Core.#cached), as the views below write them. */
+const POLICY_PREFIX = 'sys/policy/';
+const DISABLING_PREFIX = 'sys/disabling/';
+const AUDIT_TABLE_KEY = 'sys/audit/table';
+/** Set by the node that initialised the store, once it is whole; a node that lost that race waits for it. */
+const INITIALIZED_KEY = 'core/initialized';
+/** How long a node that lost the race to initialise waits for the winner to finish before it goes on anyway. */
+const PEER_INITIALIZATION_WAIT_MS = 30_000;
 
 export class Core {
   readonly options: CoreOptions;
@@ -88,7 +106,13 @@ export class Core {
   readonly identity: IdentityStore;
   readonly leases: LeaseManager;
   readonly audit: AuditBroker;
+  readonly cluster: Cluster;
   readonly #mounted = new Map<string, Mounted>();
+  /**
+   * Changes of which backends run here (enable, disable, remount, tune, and following another node's table) one at a
+   * time: a table read by the follower must not undo a mount this node is adding.
+   */
+  readonly #mountChanges = new KeyedLock();
 
   constructor(options: CoreOptions) {
     this.options = options;
@@ -97,8 +121,16 @@ export class Core {
     this.barrier = new Barrier(options.storage);
     const sys = new StorageView(this.barrier, 'sys/');
     this.systemView = sys;
+    const apiAddress = options.apiAddress ?? '';
+    this.cluster = new Cluster({
+      storage: options.storage, sealed: this.barrier, clock: this.clock, logger: this.logger, timings: options.cluster,
+      self: { hostname: hostname(), apiAddress, clusterAddress: apiAddress, version: VERSION },
+    });
+    // Only the leader adds terms by count; any node may still rotate by hand (sys/rotate), guarded by compare-and-set.
+    this.barrier.coordinate({ mayRotate: () => this.cluster.leading, fence: () => this.cluster.fence() });
     this.mounts = new MountTable(this.barrier);
-    this.tokens = new TokenStore(sys.sub('token/'), this.clock);
+    // On a shared store another node may revoke a token at any moment: every lookup reads it (docs/ha.md).
+    this.tokens = new TokenStore(sys.sub('token/'), this.clock, { cache: !options.storage.shared });
     this.policies = new PolicyStore(sys.sub('policy/'), sys.sub('policy-password/'));
     this.identity = new IdentityStore(sys.sub('identity/'));
     this.audit = new AuditBroker(sys.sub('audit/'), this.logger, this.clock, options.audit ?? { allowPrefix: false, allowRaw: false });
@@ -111,6 +143,7 @@ export class Core {
       mountMaxTtl: (mountPath) => this.effectiveTtls(this.mounts.get(mountPath)).max,
       guards: (lease) => [...(lease.kind === 'secret' && lease.tokenSalted ? [this.tokens.notRevoking(lease.tokenSalted)] : []), this.notDisabling(lease.mountPath)],
       retry: options.revokeRetry,
+      cluster: options.storage.shared ? { nodeId: this.cluster.nodeId, alive: (id) => this.cluster.alive(id), fence: () => this.cluster.fence() } : undefined,
     });
   }
 
@@ -124,8 +157,10 @@ export class Core {
    */
   async start(unsealKey: Buffer, rootTokenId?: string): Promise<{ rootToken?: string }> {
     let rootToken: string | undefined;
-    if (!(await this.barrier.isInitialized())) {
-      await this.barrier.initialize(unsealKey);
+    // Of nodes starting together on an empty store, one initialises it (the barrier writes its keys only where none
+    // are); the others unseal what it wrote and leave the root token to it.
+    const initializedBefore = await this.barrier.isInitialized();
+    if (!initializedBefore && (await this.barrier.initialize(unsealKey))) {
       await this.tokens.load();
       await this.policies.ensureDefault();
       await this.#mountBuiltins();
@@ -134,28 +169,47 @@ export class Core {
         await this.enableMount(m.path, m.type, m.description, { default_lease_ttl: 0, max_lease_ttl: 0 });
       }
       rootToken = (await this.createRootToken(rootTokenId)).token;
+      await this.barrier.put(INITIALIZED_KEY, Buffer.from(new Date(this.clock.now()).toISOString()));
     } else {
       await this.barrier.unseal(unsealKey);
+      if (!initializedBefore) await this.#awaitPeerInitialization();
       await this.tokens.load();
       await this.policies.ensureDefault();
       // A built-in added after the store was initialised (identity/) still gets its mount.
       await this.#mountBuiltins();
-      await this.#clearInterruptedDisables();
     }
     await this.mounts.load();
     for (const entry of this.mounts.all()) if (!this.#mounted.has(entry.uuid)) await this.#instantiate(entry);
     await this.audit.load();
-    await this.leases.start();
+    this.cluster.track((key) => this.#cached(key));
+    this.cluster.onChange(() => this.#follow());
+    this.cluster.onLeadership((leading) => (leading ? this.#lead() : this.#stepDown()));
+    await this.cluster.start();
     return { rootToken };
   }
 
+  /**
+   * The node that won the race to initialise is still making the built-in mounts, the default policy and the root
+   * token: waiting for its mark gives a start that sees them all (what it would otherwise miss reaches this node as a
+   * change within the coherence bound anyway, so after a bounded wait it goes on).
+   */
+  async #awaitPeerInitialization(): Promise<void> {
+    const until = performance.now() + PEER_INITIALIZATION_WAIT_MS;
+    while ((await this.barrier.get(INITIALIZED_KEY)) === undefined) {
+      if (performance.now() > until) {
+        this.logger.warn('the node that initialised the store has not finished within 30 s; starting anyway');
+        return;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+
   async stop(): Promise<void> {
+    // Leader work first (while the store is still open), then what every node runs.
+    await this.cluster.stop();
     this.leases.stop();
     await this.leases.idle();
-    for (const m of this.#mounted.values()) {
-      m.stopPeriodic?.();
-      await m.backend.cleanup?.();
-    }
+    for (const m of this.#mounted.values()) await this.#unmount(m);
     this.#mounted.clear();
     await this.audit.close();
     await this.barrier.close();
@@ -180,7 +234,12 @@ export class Core {
       await this.mounts.load();
       if (!this.options.builtins[type] || this.mounts.get(path)) continue;
       const entry = this.mounts.prepare(path, type, cls, description, { default_lease_ttl: 0, max_lease_ttl: 0 }, true);
-      await this.mounts.add(entry);
+      try {
+        await this.mounts.add(entry);
+      } catch (err) {
+        // Another node starting at the same time added it first.
+        if (!(err instanceof ConflictError)) throw err;
+      }
     }
   }
 
@@ -189,10 +248,36 @@ export class Core {
     const cls = fullPath.startsWith('auth/') ? 'auth' : 'secret';
     type = this.options.backends.aliases?.[cls]?.[type] ?? type;
     if (!this.options.backends[cls][type]) throw new BadRequestError(`invalid value for field "type": unknown ${cls === 'auth' ? 'auth method' : 'secrets engine'} type "${type}"`);
-    const entry = this.mounts.prepare(fullPath, type, cls, description, config);
-    await this.#instantiate(entry);
-    await this.mounts.add(entry);
-    return entry;
+    return this.#changeMounts(async () => {
+      const entry = this.mounts.prepare(fullPath, type, cls, description, config);
+      await this.#instantiate(entry);
+      try {
+        await this.mounts.add(entry);
+      } catch (err) {
+        // The table as stored refused it (another node mounted there first): the backend never served.
+        const mounted = this.#mounted.get(entry.uuid);
+        if (mounted) await this.#unmount(mounted);
+        this.#mounted.delete(entry.uuid);
+        throw err;
+      }
+      return entry;
+    });
+  }
+
+  #changeMounts<T>(fn: () => Promise<T>): Promise<T> {
+    return this.#mountChanges.run('', fn);
+  }
+
+  /**
+   * Marks a mount as being disabled or moved, once across the cluster: a second disable or move of it, on any node,
+   * is refused until this one ends. The mark names this node, so a mark whose node died can be told from one at work.
+   */
+  async #markDisabling(fullPath: string, refusal: string): Promise<string> {
+    const marker = this.#disablingKey(fullPath);
+    const marked = this.#disabling.has(fullPath) ? false : await this.systemView.transaction([{ type: 'put', key: marker, value: Buffer.from(this.cluster.nodeId) }], [{ key: marker, expected: undefined }]);
+    if (!marked) throw new ConflictError(refusal);
+    this.#disabling.add(fullPath);
+    return marker;
   }
 
   /**
@@ -202,10 +287,7 @@ export class Core {
   async disableMount(fullPath: string): Promise<void> {
     const entry = this.mounts.get(fullPath);
     if (!entry) return;
-    if (this.#disabling.has(fullPath)) throw new ConflictError(`the mount "${fullPath}" is already being disabled or moved`);
-    const marker = this.#disablingKey(fullPath);
-    await this.systemView.put(marker, Buffer.alloc(0));
-    this.#disabling.add(fullPath);
+    const marker = await this.#markDisabling(fullPath, `the mount "${fullPath}" is already being disabled or moved`);
     try {
       const ids = await this.leases.idsUnder(fullPath);
       for (const [i, id] of ids.entries()) {
@@ -223,12 +305,13 @@ export class Core {
       await this.systemView.delete(marker);
       throw err;
     }
-    const mounted = this.#mounted.get(entry.uuid);
-    mounted?.stopPeriodic?.();
-    await mounted?.backend.cleanup?.();
-    this.#mounted.delete(entry.uuid);
-    await new StorageView(this.barrier, storagePrefix(entry)).clear();
-    await this.mounts.remove(fullPath);
+    await this.#changeMounts(async () => {
+      const mounted = this.#mounted.get(entry.uuid);
+      if (mounted) await this.#unmount(mounted);
+      this.#mounted.delete(entry.uuid);
+      await new StorageView(this.barrier, storagePrefix(entry)).clear();
+      await this.mounts.remove(fullPath);
+    });
     this.#disabling.delete(fullPath);
     await this.systemView.delete(marker);
   }
@@ -242,15 +325,12 @@ export class Core {
   async remountMount(from: string, to: string): Promise<MountEntry> {
     this.mounts.checkMove(from, to);
     const entry = this.mounts.get(from)!;
-    if (this.#disabling.has(from)) throw new ConflictError(`invalid value for field "from": the mount "${from}" is being disabled or moved`);
-    const marker = this.#disablingKey(from);
-    await this.systemView.put(marker, Buffer.alloc(0));
-    this.#disabling.add(from);
+    const marker = await this.#markDisabling(from, `invalid value for field "from": the mount "${from}" is being disabled or moved`);
     try {
-      return await this.leases.exclusive(async () => {
+      return await this.#changeMounts(() => this.leases.exclusive(async () => {
         const mounted = this.#mounted.get(entry.uuid);
-        mounted?.stopPeriodic?.();
-        await mounted?.backend.cleanup?.();
+        if (mounted) await this.#unmount(mounted);
+        this.#mounted.delete(entry.uuid);
         let moved: MountEntry | undefined;
         try {
           // A concurrent token use or mount table change fails the guarded commit: prepare again from what is stored.
@@ -271,7 +351,7 @@ export class Core {
           await this.#instantiate(moved ?? entry);
         }
         return moved;
-      });
+      }));
     } finally {
       this.#disabling.delete(from);
       await this.systemView.delete(marker);
@@ -285,13 +365,24 @@ export class Core {
    */
   async #clearInterruptedDisables(): Promise<void> {
     for (const key of await this.systemView.list('disabling/')) {
+      const raw = await this.systemView.get(`disabling/${key}`);
+      // A mark names the node at work (earlier versions wrote none): one that is alive is still working on it.
+      const owner = raw?.toString('utf8') ?? '';
+      if (owner && (await this.cluster.alive(owner))) continue;
       this.logger.warn({ mount: decodeURIComponent(key) }, 'a disable or remount of this mount was interrupted; run it again');
-      await this.systemView.delete(`disabling/${key}`);
+      await this.systemView.transaction([{ type: 'delete', key: `disabling/${key}` }], [{ key: `disabling/${key}`, expected: raw }], [this.#fence()]);
     }
   }
 
-  /** Mounts being disabled: their requests are refused from the moment the disable starts. */
+  /** Mounts this node is disabling or moving: their requests are refused from the moment the disable starts. */
   readonly #disabling = new Set<string>();
+  /** Mounts being disabled or moved as the store's marks say (by any node), as of the last change followed. */
+  #disablingAnywhere = new Set<string>();
+
+  /** The cluster's fence as a write to commit with a leader-only one. */
+  #fence(): PreparedWrite {
+    return { ops: [], conditions: this.cluster.fence(), committed: () => {} };
+  }
 
   #disablingKey(mountPath: string): string {
     return `disabling/${encodeURIComponent(mountPath)}`;
@@ -303,9 +394,11 @@ export class Core {
   }
 
   async tuneMount(entry: MountEntry): Promise<void> {
-    await this.mounts.update(entry);
-    const mounted = this.#mounted.get(entry.uuid);
-    if (mounted) mounted.entry = entry;
+    await this.#changeMounts(async () => {
+      await this.mounts.update(entry);
+      const mounted = this.#mounted.get(entry.uuid);
+      if (mounted) mounted.entry = entry;
+    });
   }
 
   #mountedAt(fullPath: string): Mounted | undefined {
@@ -338,13 +431,95 @@ export class Core {
         leaseIds: (prefix) => this.leases.idsUnder(`${entry.path}${prefix}`),
         generateIdentityToken: (audience, ttl) => this.identityTokens.generate(this.mounts.get(entry.path) ?? entry, audience, ttl),
         mountOption: (name) => (this.mounts.get(entry.path) ?? entry).config[name as keyof MountEntry['config']] as string | undefined,
+        fence: () => this.#fence(),
+        leading: () => this.cluster.leading,
+        shared: this.cluster.shared,
+        nodeAlive: (id) => this.cluster.alive(id),
+        nodeId: this.cluster.nodeId,
       },
     };
     const backend = await factory(ctx);
-    const mounted: Mounted = { entry, backend, table: new PathTable(backend), secrets: new Map((backend.secrets ?? []).map((s) => [s.type, s])), info, storage: ctx.storage };
+    const mounted: Mounted = { entry, backend, leading: false, table: new PathTable(backend), secrets: new Map((backend.secrets ?? []).map((s) => [s.type, s])), info, storage: ctx.storage };
     this.#mounted.set(entry.uuid, mounted);
     await backend.initialize?.();
-    if (backend.periodic) mounted.stopPeriodic = this.#schedulePeriodic(entry.path, backend.periodic, ctx.logger);
+    if (this.cluster.leading) await this.#startLeaderWork(mounted);
+  }
+
+  /** Stops what a backend runs here (its leader work first) before it goes: a disable, a move, a change elsewhere, shutdown. */
+  async #unmount(mounted: Mounted): Promise<void> {
+    await this.#stopLeaderWork(mounted);
+    await mounted.backend.cleanup?.();
+  }
+
+  async #startLeaderWork(mounted: Mounted): Promise<void> {
+    if (mounted.leading) return;
+    mounted.leading = true;
+    try {
+      await mounted.backend.leader?.start();
+    } catch (err) {
+      this.logger.error({ err, mount: mounted.entry.path }, 'starting the background work of a mount failed');
+    }
+    const { periodic } = mounted.backend;
+    if (periodic) mounted.stopPeriodic = this.#schedulePeriodic(mounted.entry.path, periodic, this.logger);
+  }
+
+  async #stopLeaderWork(mounted: Mounted): Promise<void> {
+    if (!mounted.leading) return;
+    mounted.leading = false;
+    mounted.stopPeriodic?.();
+    mounted.stopPeriodic = undefined;
+    await mounted.backend.leader?.stop();
+  }
+
+  /** This node took over: the lease expiry, the marks of interrupted disables, every mount's background work. */
+  async #lead(): Promise<void> {
+    await this.#clearInterruptedDisables();
+    await this.leases.start();
+    for (const mounted of [...this.#mounted.values()]) await this.#startLeaderWork(mounted);
+  }
+
+  async #stepDown(): Promise<void> {
+    this.leases.stop();
+    for (const mounted of [...this.#mounted.values()]) await this.#stopLeaderWork(mounted);
+  }
+
+  /**
+   * Keys whose writes the other nodes hear of (Cluster.track): the mount table, the keyring, ACL policies, disable
+   * marks, the audit table, and what each backend says it caches. Tokens and leases are not among them: every node
+   * reads those from the store on each use.
+   */
+  #cached(key: string): boolean {
+    if (key === MOUNT_TABLE_KEY || key === KEYRING_PATH || key === AUDIT_TABLE_KEY || key.startsWith(POLICY_PREFIX) || key.startsWith(DISABLING_PREFIX)) return true;
+    const inMount = /^(?:auth|logical)\/([^/]+)\/(.*)$/s.exec(key);
+    const prefixes = inMount ? this.#mounted.get(inMount[1])?.backend.cached?.prefixes : undefined;
+    return prefixes?.some((prefix) => inMount![2].startsWith(prefix)) ?? false;
+  }
+
+  /**
+   * Another node (or this one) changed something cached: the keyring, policies, backends' caches and the audit table
+   * are read again, and the mounts this node runs are brought in line with the table (instantiated, moved, retuned or
+   * stopped), as are the marks of mounts being disabled.
+   */
+  async #follow(): Promise<void> {
+    await this.barrier.reload();
+    this.policies.invalidate();
+    for (const mounted of this.#mounted.values()) mounted.backend.cached?.invalidate();
+    await this.audit.load();
+    await this.#changeMounts(async () => {
+      await this.mounts.load();
+      this.#disablingAnywhere = new Set((await this.systemView.list('disabling/')).map((key) => decodeURIComponent(key)));
+      const wanted = new Map(this.mounts.all().map((e) => [e.uuid, e]));
+      for (const [uuid, mounted] of [...this.#mounted]) {
+        const entry = wanted.get(uuid);
+        if (entry?.path === mounted.entry.path) {
+          mounted.entry = entry;
+          continue;
+        }
+        await this.#unmount(mounted);
+        this.#mounted.delete(uuid);
+      }
+      for (const entry of wanted.values()) if (!this.#mounted.has(entry.uuid)) await this.#instantiate(entry);
+    });
   }
 
   /** Re-arms after each run completes, so a slow run delays the next one instead of overlapping it. */
@@ -394,7 +569,7 @@ export class Core {
     if (this.sealed) throw new SealedError();
 
     const entry = this.mounts.match(path);
-    if (entry && this.#disabling.has(entry.path)) throw new StrongroomError(503, `the mount "${entry.path}" is being disabled or moved`);
+    if (entry && (this.#disabling.has(entry.path) || this.#disablingAnywhere.has(entry.path))) throw new StrongroomError(503, `the mount "${entry.path}" is being disabled or moved`);
     const mounted = entry ? this.#mounted.get(entry.uuid) : undefined;
     let relative = entry ? path.slice(entry.path.length) : path;
     let match = mounted?.table.match(relative);
@@ -559,12 +734,11 @@ export class Core {
   }
 
   async #useOnce(token: TokenEntry): Promise<void> {
-    const left = token.numUses - 1;
-    if (left === 0) {
-      // Last use: the request proceeds, the token dies right after it.
-      await this.tokens.save({ ...token, numUses: -1 });
-      setImmediate(() => void this.revokeTokenTree(token.salted).catch((err) => this.logger.error({ err }, 'revoking a used-up token failed')));
-    } else await this.tokens.save({ ...token, numUses: left });
+    // Counted by compare-and-set: two requests (on two nodes) never spend the same use.
+    const left = await this.tokens.useOnce(token.salted);
+    if (left === undefined) throw new PermissionDeniedError();
+    // Last use: the request proceeds, the token dies right after it.
+    if (left === 0) setImmediate(() => void this.revokeTokenTree(token.salted).catch((err) => this.logger.error({ err }, 'revoking a used-up token failed')));
   }
 
   /**

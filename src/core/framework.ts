@@ -179,10 +179,25 @@ export interface Backend {
   secrets?: SecretType[];
   /** Auth methods: re-check a login on token renewal and return its current TTLs (throw to refuse). */
   renewAuth?(token: TokenView): Promise<{ ttl: number; maxTtl: number; period?: number }>;
-  /** Housekeeping the core runs every `intervalMs` on the injected clock (runs never overlap; errors are logged). */
+  /**
+   * Housekeeping the core runs every `intervalMs` on the injected clock while this node leads the cluster (runs never
+   * overlap; errors are logged). Its writes carry `SystemView.fence()`.
+   */
   periodic?: { intervalMs: number; run(): Promise<void> };
-  /** Runs after mount and at start-up (replay write-ahead logs, schedule rotations). */
+  /** Runs after mount and at start-up on every node: storage-only preparation that any node may repeat. */
   initialize?(): Promise<void>;
+  /**
+   * Background work that must run on one node at a time (replaying write-ahead logs, scheduling rotations): started
+   * when this node leads (after `initialize`, or when it takes over) and stopped, awaited, when it steps down or the
+   * mount goes. A single node always leads. Its writes carry `SystemView.fence()` (docs/ha.md).
+   */
+  leader?: { start(): Promise<void>; stop(): Promise<void> };
+  /**
+   * What the backend keeps in memory from its storage. Writes below these prefixes (relative to the mount's storage)
+   * tell the other nodes of a cluster, whose `invalidate` then drops what they cached (within the coherence bound,
+   * docs/ha.md). A backend that reads its storage on every use needs none.
+   */
+  cached?: { prefixes: string[]; invalidate(): void };
   /** Stops timers on unmount or shutdown. */
   cleanup?(): Promise<void>;
 }
@@ -206,6 +221,19 @@ export interface SystemView {
   generateIdentityToken(audience: string, ttlSeconds: number): Promise<{ token: string; ttl: number }>;
   /** Mount tune options such as identity_token_key. */
   mountOption(name: string): string | undefined;
+  /**
+   * The guard of a leader-only write, to commit with it (`StorageView.transaction`'s `alongside`): it holds only while
+   * this node leads under the term it has now, so a former leader's write lands nowhere (a GuardError or false).
+   */
+  fence(): PreparedWrite;
+  /** Whether this node leads now (on a store of its own, always). */
+  leading(): boolean;
+  /** Whether other nodes may share the store: then nothing can be assumed idle because this node is. */
+  readonly shared: boolean;
+  /** Whether the node that claimed some work (by its id, `nodeId`) may still be doing it; see Cluster.alive. */
+  nodeAlive(nodeId: string): Promise<boolean>;
+  /** This node's id in the cluster, for claims other nodes judge with `nodeAlive`. */
+  readonly nodeId: string;
 }
 
 export interface BackendContext {

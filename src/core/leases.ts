@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import type { Logger } from 'pino';
 import type { Clock } from './clock.ts';
-import { BadRequestError } from './errors.ts';
+import { BadRequestError, StrongroomError } from './errors.ts';
 import type { LeaseView, SecretType } from './framework.ts';
 import type { StorageCondition, StorageOp } from './storage/types.ts';
 import type { PreparedWrite, StorageView } from './storage/view.ts';
@@ -42,6 +42,11 @@ export interface LeaseManagerDeps {
   /** Guards a new lease must hold when it lands: its token is not being revoked, its mount not being disabled. */
   guards(lease: NewLease): StorageCondition[];
   retry: { baseDelayMs: number; maxAttempts: number };
+  /**
+   * On a shared store (several nodes): this node's id, whether a node is alive, and the leader's fence. Revocations
+   * are then claimed in storage first, and expiries carry the fence (docs/ha.md). Absent on a store of one node.
+   */
+  cluster?: { nodeId: string; alive(nodeId: string): Promise<boolean>; fence(): StorageCondition[] };
 }
 
 const BUCKET_MS = 60_000;
@@ -52,12 +57,29 @@ const BUCKET_MS = 60_000;
 const EXPIRY_CONCURRENCY = 64;
 /** Leases due within this window are held as timers; the rest wait in the storage time index. */
 const HORIZON_MS = 5 * 60_000;
+/**
+ * On a shared store a lease registered on another node is not armed there (only the leader expires leases): the
+ * leader reads the index buckets around now this often, so such a lease is expired at most this late.
+ */
+const NEAR_SCAN_MS = 1000;
+/**
+ * How long a revoke by hand waits for another node that claimed the same lease to finish (its engine call is
+ * bounded by the engine's own timeouts).
+ */
+const CLAIM_WAIT_MS = 60_000;
 const bucketName = (ms: number) => String(Math.floor(ms / BUCKET_MS)).padStart(13, '0');
 const leaseKey = (id: string) => createHash('sha256').update(id).digest('hex').slice(0, 32);
 
 /**
  * Leases: registration, renewal, revocation, and expiry. Start-up never loads every lease: a time index
  * (`time/<minute>/<hash>`) lets the manager arm timers only for what falls due soon, topping up as time passes.
+ *
+ * Expiry runs on the cluster's leader only (between `start` and `stop`); registration, renewal and revocation by
+ * hand run on any node. Because of that, an expiry re-reads its lease before acting (a renewal on another node moved
+ * it without disarming the leader's timer), and on a shared store every revocation first claims the lease in storage
+ * (`claim/<hash>`, by compare-and-set, naming the node): of two nodes revoking one lease, one calls the engine. A
+ * claim whose node died is taken over, so a lease whose revocation a crash interrupted after the engine call is
+ * revoked again by the next node (at least once; never twice at the same time).
  */
 export class LeaseManager {
   readonly #d: LeaseManagerDeps;
@@ -67,7 +89,9 @@ export class LeaseManager {
   #expiring = 0;
   readonly #expiryQueue: string[] = [];
   #stopScan: (() => void) | undefined;
-  #stopped = false;
+  #stopNearScan: (() => void) | undefined;
+  /** Expiry runs only between start() (this node leads) and stop(). */
+  #stopped = true;
   /** Lease operations under way (renew, extend, revoke, recording a failure), which a move waits for. */
   #active = 0;
   #drained: (() => void) | undefined;
@@ -80,21 +104,35 @@ export class LeaseManager {
     this.#d = deps;
   }
 
+  /** Starts expiring leases (this node leads): arms what falls due soon, and keeps scanning. */
   async start(): Promise<void> {
+    if (!this.#stopped) return;
+    this.#stopped = false;
+    this.#loadedUntil = 0;
     await this.#scan();
-    const tick = () => {
-      this.#stopScan = this.#d.clock.setTimer(HORIZON_MS / 2, () => {
-        void this.#scan().catch((err) => this.#d.logger.error({ err }, 'lease scan failed')).finally(() => { if (!this.#stopped) tick(); });
-      });
-    };
-    tick();
+    this.#stopScan = this.#repeat(HORIZON_MS / 2, () => this.#scan());
+    if (this.#d.cluster) this.#stopNearScan = this.#repeat(NEAR_SCAN_MS, () => this.#scanNear());
   }
 
   stop(): void {
     this.#stopped = true;
     this.#stopScan?.();
+    this.#stopNearScan?.();
     for (const cancel of this.#timers.values()) cancel();
     this.#timers.clear();
+    this.#expiryQueue.length = 0;
+  }
+
+  /** Runs `scan` every `ms` after the previous run ended, until stopped. */
+  #repeat(ms: number, scan: () => Promise<void>): () => void {
+    let cancel = () => {};
+    const tick = () => {
+      cancel = this.#d.clock.setTimer(ms, () => {
+        void scan().catch((err) => this.#d.logger.error({ err }, 'lease scan failed')).finally(() => { if (!this.#stopped) tick(); });
+      });
+    };
+    tick();
+    return () => cancel();
   }
 
   /** Waits for revocations already running (used at shutdown and by tests). */
@@ -214,12 +252,15 @@ export class LeaseManager {
     });
   }
 
-  /** Revokes now; throws if the engine fails (unless force, which deletes the record anyway). */
-  revoke(id: string, opts: { force?: boolean } = {}): Promise<void> {
+  /**
+   * Revokes now; throws if the engine fails (unless force, which deletes the record anyway). `expiry` is the leader's
+   * own: its claim carries the fence, and it leaves a lease another live node is revoking to that node.
+   */
+  revoke(id: string, opts: { force?: boolean; expiry?: boolean } = {}): Promise<void> {
     return this.#operation(() => {
       const running = this.#inFlight.get(id);
       if (running) return running;
-      const job = this.#revokeNow(id, opts.force ?? false).finally(() => this.#inFlight.delete(id));
+      const job = this.#revokeNow(id, opts.force ?? false, opts.expiry ?? false).finally(() => this.#inFlight.delete(id));
       this.#inFlight.set(id, job);
       return job;
     });
@@ -256,21 +297,60 @@ export class LeaseManager {
     }
   }
 
-  async #revokeNow(id: string, force: boolean): Promise<void> {
-    const entry = await this.get(id);
+  async #revokeNow(id: string, force: boolean, expiry: boolean): Promise<void> {
+    let entry = await this.get(id);
     if (!entry) return;
+    let claim: Buffer | undefined;
+    if (this.#d.cluster) {
+      for (const until = performance.now() + CLAIM_WAIT_MS; ;) {
+        claim = await this.#claim(entry, expiry);
+        if (claim || expiry) break;
+        // Another node is revoking it: wait for that to end, as a revocation by hand answers once it is done.
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        entry = await this.get(id);
+        if (!entry) return;
+        if (performance.now() > until) throw new StrongroomError(503, 'another node is revoking this lease and has not finished; try again');
+      }
+      if (!claim) return;
+    }
     try {
       if (entry.kind === 'token') await this.#d.revokeToken(entry.tokenSalted);
       else {
         const secret = this.#d.secretType(entry.mountPath, entry.secretType);
         if (!secret) throw new Error(`no engine at "${entry.mountPath}" can revoke secrets of type "${entry.secretType}"`);
         await secret.revoke(this.#view(entry, entry.ttl));
+        this.#d.logger.debug({ lease_id: entry.id, node_id: this.#d.cluster?.nodeId }, 'the engine revoked a lease');
       }
     } catch (err) {
-      if (!force) throw err;
+      if (!force) {
+        if (claim) await this.#d.view.transaction([{ type: 'delete', key: this.#claimKey(entry) }], [{ key: this.#claimKey(entry), expected: claim }]).catch(() => undefined);
+        throw err;
+      }
       this.#d.logger.warn({ lease_id: id, err: errorText(err) }, 'forced revocation ignored an engine error');
     }
     await this.#delete(entry);
+  }
+
+  #claimKey(entry: LeaseEntry): string {
+    return `claim/${leaseKey(entry.id)}`;
+  }
+
+  /**
+   * Claims the revocation of a lease for this node (a shared store only): the claim bytes, or undefined when another
+   * node that is alive holds it (or, for an expiry, when this node no longer leads). A claim of a node that died, or
+   * this node's own left by a failed attempt, is taken over.
+   */
+  async #claim(entry: LeaseEntry, fenced: boolean): Promise<Buffer | undefined> {
+    const cluster = this.#d.cluster!;
+    const key = this.#claimKey(entry);
+    const current = await this.#d.view.get(key);
+    if (current) {
+      const holder = (JSON.parse(current.toString('utf8')) as { node: string }).node;
+      if (holder !== cluster.nodeId && (await cluster.alive(holder))) return undefined;
+    }
+    const mine = Buffer.from(JSON.stringify({ node: cluster.nodeId, at: this.#d.clock.now() }));
+    const fence: PreparedWrite[] = fenced ? [{ ops: [], conditions: cluster.fence(), committed: () => {} }] : [];
+    return (await this.#d.view.transaction([{ type: 'put', key, value: mine }], [{ key, expected: current }], fence)) ? mine : undefined;
   }
 
   #expire(id: string): void {
@@ -283,7 +363,7 @@ export class LeaseManager {
     while (this.#expiring < EXPIRY_CONCURRENCY && this.#expiryQueue.length > 0 && !this.#stopped) {
       const id = this.#expiryQueue.shift()!;
       this.#expiring++;
-      void this.revoke(id)
+      void this.#expireIfDue(id)
         .catch((err) => this.#failed(id, err))
         .catch((err) => this.#d.logger.error({ lease_id: id, err }, 'recording a failed revocation failed'))
         .finally(() => {
@@ -291,6 +371,17 @@ export class LeaseManager {
           this.#drainExpiries();
         });
     }
+  }
+
+  /** A renewal elsewhere may have moved the lease since its timer was armed here: then it is armed again instead. */
+  async #expireIfDue(id: string): Promise<void> {
+    const entry = await this.get(id);
+    if (!entry || entry.irrevocable) return;
+    if (this.#dueAt(entry) > this.#d.clock.now()) {
+      this.#armIfSoon(entry);
+      return;
+    }
+    await this.revoke(id, { expiry: true });
   }
 
   /** Backoff base·2^attempt with ±50% jitter; after maxAttempts the lease turns irrevocable and stays visible. */
@@ -340,6 +431,7 @@ export class LeaseManager {
     ];
     if (entry.tokenSalted && entry.kind === 'secret') ops.push({ type: 'delete', key: `token/${entry.tokenSalted}/${leaseKey(entry.id)}` });
     if (entry.issuedAs) ops.push({ type: 'delete', key: `moved/${leaseKey(entry.issuedAs)}` });
+    if (this.#d.cluster) ops.push({ type: 'delete', key: this.#claimKey(entry) });
     return ops;
   }
 
@@ -357,20 +449,31 @@ export class LeaseManager {
     this.#timers.set(entry.id, this.#inside.exit(() => this.#d.clock.setTimer(due - this.#d.clock.now(), () => this.#expire(entry.id))));
   }
 
-  /** Arms timers for every index bucket up to now + horizon that has not been loaded yet. */
+  /** Arms timers for every index bucket up to now + horizon (leases already armed are passed over). */
   async #scan(): Promise<void> {
     const limit = bucketName(this.#d.clock.now() + HORIZON_MS);
     for (const folder of await this.#d.view.list('time/')) {
       const bucket = folder.slice(0, -1);
       if (bucket > limit) break;
-      for (const key of await this.#d.view.list(`time/${folder}`)) {
-        const id = (await this.#d.view.get(`time/${folder}${key}`))?.toString();
-        if (!id || this.#timers.has(id)) continue;
-        const entry = await this.get(id);
-        if (entry) this.#armIfSoon(entry);
-      }
+      await this.#armBucket(bucket);
     }
     this.#loadedUntil = (Number(limit) + 1) * BUCKET_MS;
+  }
+
+  /** The buckets around now only: what other nodes registered lately (the full scan finds older leftovers). */
+  async #scanNear(): Promise<void> {
+    const now = this.#d.clock.now();
+    for (let minute = Math.floor(now / BUCKET_MS) - 1; minute * BUCKET_MS <= now + HORIZON_MS; minute++) await this.#armBucket(bucketName(minute * BUCKET_MS));
+  }
+
+  async #armBucket(bucket: string): Promise<void> {
+    for (const key of await this.#d.view.list(`time/${bucket}/`)) {
+      if (this.#stopped) return;
+      const id = (await this.#d.view.get(`time/${bucket}/${key}`))?.toString();
+      if (!id || this.#timers.has(id) || this.#inFlight.has(id)) continue;
+      const entry = await this.get(id);
+      if (entry) this.#armIfSoon(entry);
+    }
   }
 
   /** Engines see a lease by the id it was issued under, the one they may have recorded (`req.leaseId`). */

@@ -26,7 +26,7 @@ export const mountEntrySchema = z.object({
 });
 export type MountEntry = z.infer<typeof mountEntrySchema>;
 
-const TABLE_KEY = 'core/mounts';
+export const MOUNT_TABLE_KEY = 'core/mounts';
 /** Paths the core owns; nothing may be mounted on or under them. */
 const PROTECTED = ['sys/', 'auth/', 'audit/', 'cubbyhole/', 'identity/'];
 const SINGLETONS = new Set(['system', 'token', 'identity']);
@@ -41,6 +41,13 @@ export function normalizeMountPath(path: string, fieldName = 'path'): string {
   return `${p}/`;
 }
 
+/** How often a table change is prepared again when other nodes keep changing the table under it. */
+const TABLE_RACES = 10;
+
+/**
+ * The mount table: in memory for routing, stored as one entry. Every change is a compare-and-set on the table as
+ * stored, re-read first, so a change another node made meanwhile is kept (and a path it took is refused here).
+ */
 export class MountTable {
   readonly #barrier: Barrier;
   #entries: MountEntry[] = [];
@@ -50,8 +57,25 @@ export class MountTable {
   }
 
   async load(): Promise<void> {
-    const raw = await this.#barrier.get(TABLE_KEY);
-    this.#entries = raw ? z.array(mountEntrySchema).parse(JSON.parse(raw.toString())) : [];
+    this.#entries = (await this.#stored()).entries;
+  }
+
+  async #stored(): Promise<{ entries: MountEntry[]; raw: Buffer | undefined }> {
+    const raw = await this.#barrier.get(MOUNT_TABLE_KEY);
+    return { entries: raw ? z.array(mountEntrySchema).parse(JSON.parse(raw.toString())) : [], raw };
+  }
+
+  /** Applies `edit` to the table as stored (it may throw to refuse), guarded on what it read. */
+  async #change(edit: (entries: MountEntry[]) => MountEntry[]): Promise<void> {
+    for (let race = 0; race < TABLE_RACES; race++) {
+      const { entries, raw } = await this.#stored();
+      const next = edit(entries);
+      if (await this.#barrier.transaction([{ type: 'put', key: MOUNT_TABLE_KEY, value: Buffer.from(JSON.stringify(next)) }], [{ key: MOUNT_TABLE_KEY, expected: raw }])) {
+        this.#entries = next;
+        return;
+      }
+    }
+    throw new ConflictError('the mount table kept changing while this change was made; try again');
   }
 
   all(): MountEntry[] {
@@ -81,9 +105,7 @@ export class MountTable {
       if (cls === 'secret' && PROTECTED.some((p) => relative.startsWith(p) || p.startsWith(relative))) throw new PermissionDeniedError(`cannot mount "${relative}"`);
       if (cls === 'auth' && relative === 'token/') throw new PermissionDeniedError(`cannot mount "${relative}"`);
     }
-    for (const e of this.#entries) {
-      if (e.path.startsWith(fullPath) || fullPath.startsWith(e.path)) throw new ConflictError(`path is already in use at ${e.path}`);
-    }
+    refuseOverlap(this.#entries, fullPath);
     let accessor: string;
     do accessor = `${cls === 'auth' ? 'auth_' : ''}${type}_${randomHex(4)}`;
     while (this.#entries.some((e) => e.accessor === accessor));
@@ -95,8 +117,8 @@ export class MountTable {
    * identity/, auth/token/) never moves; the destination follows the rules of a new mount of the same class and may
    * not overlap any mount, the moving one included.
    */
-  checkMove(from: string, to: string): MountEntry {
-    const current = this.get(from);
+  checkMove(from: string, to: string, entries = this.#entries): MountEntry {
+    const current = entries.find((e) => e.path === from);
     if (!current) throw new BadRequestError(`invalid value for field "from": no mount at "${from}"`);
     if (SINGLETONS.has(current.type)) throw new BadRequestError(`invalid value for field "from": "${from}" is a built-in mount and cannot be moved`);
     const cls = to.startsWith('auth/') ? 'auth' : 'secret';
@@ -107,46 +129,50 @@ export class MountTable {
     if (cls === 'secret' ? PROTECTED.some((p) => relative.startsWith(p) || p.startsWith(relative)) : relative === 'token/') {
       throw new BadRequestError(`invalid value for field "to": "${to}" is a protected path`);
     }
-    const taken = this.#entries.find((e) => e.path.startsWith(to) || to.startsWith(e.path));
+    const taken = entries.find((e) => e.path.startsWith(to) || to.startsWith(e.path));
     if (taken) throw new ConflictError(`invalid value for field "to": path is already in use at ${taken.path}`);
     return { ...current, path: to };
   }
 
   /** The table write that moves a mount (see checkMove), guarded on the table as stored now. */
   async prepareMove(from: string, to: string): Promise<{ entry: MountEntry; write: PreparedWrite }> {
-    const moved = this.checkMove(from, to);
-    const table = this.#entries.map((e) => (e.path === from ? moved : e));
-    // Another table change landing after this read would be lost: the commit fails and the move is prepared again.
-    const stored = await this.#barrier.get(TABLE_KEY);
+    // From the table as stored: another table change landing after this read fails the commit, and the move is
+    // prepared again.
+    const { entries, raw } = await this.#stored();
+    const moved = this.checkMove(from, to, entries);
+    const table = entries.map((e) => (e.path === from ? moved : e));
     return {
       entry: moved,
       write: {
-        ops: [{ type: 'put', key: TABLE_KEY, value: Buffer.from(JSON.stringify(table)) }],
-        conditions: [{ key: TABLE_KEY, expected: stored }],
+        ops: [{ type: 'put', key: MOUNT_TABLE_KEY, value: Buffer.from(JSON.stringify(table)) }],
+        conditions: [{ key: MOUNT_TABLE_KEY, expected: raw }],
         committed: () => {
-          this.#entries = this.#entries.map((e) => (e.path === from ? moved : e));
+          this.#entries = table;
         },
       },
     };
   }
 
+  /** Adds an entry; a ConflictError when its path overlaps one in the table as stored (another node may have taken it). */
   async add(entry: MountEntry): Promise<void> {
-    this.#entries.push(entry);
-    await this.#save();
+    await this.#change((entries) => {
+      refuseOverlap(entries, entry.path);
+      return [...entries, entry];
+    });
   }
 
   async remove(fullPath: string): Promise<void> {
-    this.#entries = this.#entries.filter((e) => e.path !== fullPath);
-    await this.#save();
+    await this.#change((entries) => entries.filter((e) => e.path !== fullPath));
   }
 
   async update(entry: MountEntry): Promise<void> {
-    this.#entries = this.#entries.map((e) => (e.path === entry.path ? entry : e));
-    await this.#save();
+    await this.#change((entries) => entries.map((e) => (e.uuid === entry.uuid ? entry : e)));
   }
+}
 
-  async #save(): Promise<void> {
-    await this.#barrier.put(TABLE_KEY, Buffer.from(JSON.stringify(this.#entries)));
+function refuseOverlap(entries: MountEntry[], fullPath: string): void {
+  for (const e of entries) {
+    if (e.path.startsWith(fullPath) || fullPath.startsWith(e.path)) throw new ConflictError(`path is already in use at ${e.path}`);
   }
 }
 

@@ -25,22 +25,27 @@ export function canonicalPolicyName(raw: string): string {
 }
 
 /**
- * ACL and password policies. Parsed ACL policies are cached by name (every request needs them); the cache
- * is dropped on any write so a policy change applies to the next request.
+ * ACL and password policies. Parsed ACL policies are cached by name (every request needs them); the cache is dropped
+ * on any write here, so a policy change applies to the next request, and on another node's write when the cluster says
+ * so (`invalidate`, within the coherence bound of docs/ha.md).
  */
 export class PolicyStore {
   readonly #acl: StorageView;
   readonly #passwords: StorageView;
   readonly #parsed = new Map<string, AclPolicy | null>();
   readonly #acls = new Map<string, Acl>();
+  /** Moves at every invalidation: a policy read that began before one is not cached after it. */
+  #generation = 0;
 
   constructor(acl: StorageView, passwords: StorageView) {
     this.#acl = acl;
     this.#passwords = passwords;
   }
 
+  /** Written only where absent: of nodes starting together, one writes it, and an operator's edit is kept. */
   async ensureDefault(): Promise<void> {
-    if (!(await this.#acl.get('default'))) await this.#acl.putJson('default', { name: 'default', policy: DEFAULT_POLICY_HCL });
+    if (await this.#acl.get('default')) return;
+    await this.#acl.transaction([{ type: 'put', key: 'default', value: Buffer.from(JSON.stringify({ name: 'default', policy: DEFAULT_POLICY_HCL })) }], [{ key: 'default', expected: undefined }]);
   }
 
   async listAcl(): Promise<string[]> {
@@ -56,7 +61,7 @@ export class PolicyStore {
     if (name === 'root' || name === 'response-wrapping') throw new BadRequestError(`cannot update "${name}" policy`);
     parseAclPolicy(name, text);
     await this.#acl.putJson(name, { name, policy: text });
-    this.#invalidate();
+    this.invalidate();
   }
 
   async deleteAcl(rawName: string): Promise<void> {
@@ -64,7 +69,7 @@ export class PolicyStore {
     if (name === 'default') throw new BadRequestError('cannot delete default policy');
     if (name === 'root' || name === 'response-wrapping') throw new BadRequestError(`cannot delete "${name}" policy`);
     await this.#acl.delete(name);
-    this.#invalidate();
+    this.invalidate();
   }
 
   async exists(name: string): Promise<boolean> {
@@ -78,25 +83,28 @@ export class PolicyStore {
     const key = policies.join('\n');
     const cached = this.#acls.get(key);
     if (cached) return cached;
+    const generation = this.#generation;
     const parsed: AclPolicy[] = [];
     for (const name of policies) {
-      const policy = await this.#parsedPolicy(name);
+      const policy = await this.#parsedPolicy(name, generation);
       if (policy) parsed.push(policy);
     }
     const acl = new Acl(parsed);
-    this.#acls.set(key, acl);
+    if (generation === this.#generation) this.#acls.set(key, acl);
     return acl;
   }
 
-  async #parsedPolicy(name: string): Promise<AclPolicy | null> {
+  async #parsedPolicy(name: string, generation: number): Promise<AclPolicy | null> {
     if (this.#parsed.has(name)) return this.#parsed.get(name)!;
     const stored = await this.readAcl(name);
     const policy = stored ? parseAclPolicy(name, stored.policy) : null;
-    this.#parsed.set(name, policy);
+    if (generation === this.#generation) this.#parsed.set(name, policy);
     return policy;
   }
 
-  #invalidate(): void {
+  /** Drops every parsed policy and merged ACL (a policy changed, here or on another node). */
+  invalidate(): void {
+    this.#generation++;
     this.#parsed.clear();
     this.#acls.clear();
   }

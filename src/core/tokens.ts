@@ -1,6 +1,7 @@
 import { createHmac, randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { setBounded } from './bounded-map.ts';
+import { ConflictError } from './errors.ts';
 import { randomBase62 } from './ids.ts';
 import type { StorageCondition, StorageOp } from './storage/types.ts';
 import type { PreparedWrite, StorageView } from './storage/view.ts';
@@ -44,24 +45,24 @@ export class TokenStore {
   readonly #clock: Clock;
   #salt = '';
   /**
-   * Every request looks its token up, so parsed entries are cached. This process is the only writer of its
-   * store (SQLite is single-node), and every write below goes through save/remove, which refresh the cache.
+   * Every request looks its token up, so on a store of its own (one node: every write to it is this process's, and
+   * goes through the methods below, which refresh the cache) parsed entries are cached. On a shared store there is
+   * none (`cache: false`): a token another node revoked must be refused here on the very next request, which no
+   * notice can promise, so every lookup reads the store (docs/ha.md).
    */
-  readonly #cache = new Map<string, TokenEntry | null>();
+  readonly #cache: Map<string, TokenEntry | null> | undefined;
   static readonly CACHE_LIMIT = 10_000;
 
-  constructor(view: StorageView, clock: Clock) {
+  constructor(view: StorageView, clock: Clock, options: { cache: boolean } = { cache: true }) {
     this.#view = view;
     this.#clock = clock;
+    this.#cache = options.cache ? new Map() : undefined;
   }
 
+  /** Of nodes starting together on a new store, the first salt stored is everyone's. */
   async load(): Promise<void> {
-    const salt = await this.#view.get('salt');
-    if (salt) this.#salt = salt.toString();
-    else {
-      this.#salt = randomUUID();
-      await this.#view.put('salt', Buffer.from(this.#salt));
-    }
+    if (!(await this.#view.get('salt'))) await this.#view.transaction([{ type: 'put', key: 'salt', value: Buffer.from(randomUUID()) }], [{ key: 'salt', expected: undefined }]);
+    this.#salt = (await this.#view.get('salt'))!.toString();
   }
 
   /**
@@ -101,7 +102,7 @@ export class TokenStore {
   }
 
   async lookupSalted(salted: string): Promise<TokenEntry | undefined> {
-    const cached = this.#cache.get(salted);
+    const cached = this.#cache?.get(salted);
     if (cached !== undefined) return cached ?? undefined;
     const entry = await this.#view.getJson(`id/${salted}`, (raw) => tokenEntrySchema.parse(raw));
     this.#remember(salted, entry ?? null);
@@ -109,7 +110,7 @@ export class TokenStore {
   }
 
   #remember(salted: string, entry: TokenEntry | null): void {
-    setBounded(this.#cache, TokenStore.CACHE_LIMIT, salted, entry);
+    if (this.#cache) setBounded(this.#cache, TokenStore.CACHE_LIMIT, salted, entry);
   }
 
   /**
@@ -179,6 +180,26 @@ export class TokenStore {
     return (entry.lastRenewal || entry.creationTime) + entry.ttl * 1000;
   }
 
+  /**
+   * Spends one use of a limited-use token by compare-and-set on its entry, so two requests (on two nodes) never spend
+   * the same one: the uses left after it, or undefined when none was left. The last use marks the token used up at
+   * once (-1), so lookups refuse it while its revocation runs.
+   */
+  async useOnce(salted: string): Promise<number | undefined> {
+    for (let attempt = 0; attempt < 16; attempt++) {
+      const raw = await this.#view.get(`id/${salted}`);
+      const entry = raw && tokenEntrySchema.parse(JSON.parse(raw.toString('utf8')));
+      if (!entry || entry.numUses <= 0) return undefined;
+      const left = entry.numUses - 1;
+      const next = { ...entry, numUses: left === 0 ? -1 : left };
+      if (await this.#view.transaction([{ type: 'put', key: `id/${salted}`, value: Buffer.from(JSON.stringify(next)) }], [{ key: `id/${salted}`, expected: raw }])) {
+        this.#remember(salted, next);
+        return left;
+      }
+    }
+    throw new ConflictError('the token is being used by too many requests at once; try again');
+  }
+
   async save(entry: TokenEntry): Promise<void> {
     this.#remember(entry.salted, entry);
     await this.#view.putJson(`id/${entry.salted}`, entry);
@@ -196,9 +217,9 @@ export class TokenStore {
     ];
     if (entry.parent) ops.push({ type: 'delete', key: `parent/${entry.parent}/${entry.salted}` });
     ops.push({ type: 'delete', key: `revoking/${entry.salted}` });
-    this.#cache.delete(entry.salted);
+    this.#cache?.delete(entry.salted);
     await this.#view.transaction(ops);
-    this.#cache.delete(entry.salted);
+    this.#cache?.delete(entry.salted);
   }
 
   /** Makes a child an orphan (revoke-orphan). */

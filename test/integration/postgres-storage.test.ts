@@ -121,11 +121,48 @@ describe('compare-and-set across nodes (two pools on one database)', () => {
   });
 });
 
+describe('what the nodes of a cluster coordinate through (SharedStorage)', () => {
+  it('"a write naming a tracked key moves the change version with it; other writes and a refused compare-and-set do not"', async () => {
+    const db = await database();
+    const [a, c] = [await node(db.url), await node(db.url)];
+    a.trackChanges((key) => key.startsWith('cached/'));
+    const start = await c.changeVersion();
+    await a.put('plain', b('x'));
+    expect(await c.changeVersion()).toBe(start);
+    await a.transaction([{ type: 'put', key: 'plain/2', value: b('y') }, { type: 'delete', key: 'cached/gone' }]);
+    const moved = await c.changeVersion();
+    expect(BigInt(moved)).toBe(BigInt(start) + 1n);
+    expect(await a.transaction([{ type: 'put', key: 'cached/x', value: b('z') }], [{ key: 'plain', expected: b('not this') }])).toBe(false);
+    expect(await c.changeVersion()).toBe(moved);
+    // The predicate is the writer's: a node that tracks nothing moves nothing.
+    await c.put('cached/y', b('w'));
+    expect(await a.changeVersion()).toBe(moved);
+  });
+
+  it('"of nodes asking for the leader lease at once one gets it, with the next term; only its holder renews it, while it lasts; a lapsed or released lease goes to the next with the term after"', async () => {
+    const db = await database();
+    const nodes = await Promise.all(Array.from({ length: 4 }, () => node(db.url)));
+    const terms = await Promise.all(nodes.map((n, i) => n.acquireLeadership(`node-${i}`, 400)));
+    expect(terms.filter((t) => t !== undefined)).toEqual([1]);
+    const holder = terms.indexOf(1);
+    const other = (holder + 1) % 4;
+    expect(await nodes[other].renewLeadership(`node-${other}`, 1, 400)).toBe(false);
+    expect(await nodes[holder].renewLeadership(`node-${holder}`, 1, 400)).toBe(true);
+    expect(await nodes[other].acquireLeadership(`node-${other}`, 400)).toBeUndefined();
+    // Lapsed: the database's clock says so, whatever the nodes' clocks say; its holder cannot renew it any more.
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(await nodes[holder].renewLeadership(`node-${holder}`, 1, 400)).toBe(false);
+    expect(await nodes[other].acquireLeadership(`node-${other}`, 400)).toBe(2);
+    await nodes[other].releaseLeadership(`node-${other}`, 2);
+    expect(await nodes[holder].acquireLeadership(`node-${holder}`, 400)).toBe(3);
+  });
+});
+
 describe('the schema, made at start under a lock', () => {
   it('"four nodes starting together on an empty database make one schema, without error"', async () => {
     const db = await database();
     const nodes = await Promise.all(Array.from({ length: 4 }, () => node(db.url)));
-    expect(await psql(db.url, 'SELECT version FROM strongroom_schema')).toEqual([{ version: 1 }]);
+    expect(await psql(db.url, 'SELECT version FROM strongroom_schema')).toEqual([{ version: 2 }]);
     expect(await psql(db.url, "SELECT proname FROM pg_proc WHERE proname = 'strongroom_write'")).toHaveLength(1);
     await nodes[0].put('seen/by', b('all'));
     for (const n of nodes) expect(text(await n.get('seen/by'))).toBe('all');
@@ -138,14 +175,14 @@ describe('the schema, made at start under a lock', () => {
     await first.close();
     const again = await node(db.url);
     expect(text(await again.get('kept'))).toBe('1');
-    expect(await psql(db.url, 'SELECT version FROM strongroom_schema')).toEqual([{ version: 1 }]);
+    expect(await psql(db.url, 'SELECT version FROM strongroom_schema')).toEqual([{ version: 2 }]);
   });
 
   it('"a schema newer than this build is refused at start, naming both versions"', async () => {
     const db = await database();
     await (await PostgresStorage.open(db.url)).close();
     await psql(db.url, 'UPDATE strongroom_schema SET version = 99');
-    await expect(PostgresStorage.open(db.url)).rejects.toThrow(/schema version 99, newer than this build's 1/);
+    await expect(PostgresStorage.open(db.url)).rejects.toThrow(/schema version 99, newer than this build's 2/);
     await expect(startTestServer({ postgresUrl: db.url })).rejects.toBeInstanceOf(StartupError);
   });
 });

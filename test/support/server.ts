@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { Clock } from '../../src/core/clock.ts';
+import type { ClusterTimings } from '../../src/core/cluster.ts';
 import type { BackendRegistry } from '../../src/core/core.ts';
 import type { Storage } from '../../src/core/storage/types.ts';
 import { createLogger } from '../../src/logger.ts';
@@ -30,6 +31,7 @@ export interface TestServerOptions {
   backends?: BackendRegistry;
   env?: Record<string, string>;
   storageInstance?: Storage;
+  cluster?: Partial<ClusterTimings>;
 }
 
 /** A fresh server per test file: its own storage, root token "root", quiet logs. */
@@ -44,7 +46,7 @@ export async function startTestServer(opts: TestServerOptions = {}): Promise<Tes
     STRONGROOM_LOG_LEVEL: process.env.STRONGROOM_TEST_LOG_LEVEL ?? 'silent',
     ...opts.env,
   }, []);
-  const server = await createServer(settings, createLogger(settings.STRONGROOM_LOG_LEVEL), { clock: opts.clock, backends: opts.backends, storage: opts.storageInstance });
+  const server = await createServer(settings, createLogger(settings.STRONGROOM_LOG_LEVEL), { clock: opts.clock, backends: opts.backends, storage: opts.storageInstance, cluster: opts.cluster });
   let url = '';
   if (opts.listen) url = await server.app.listen({ host: '127.0.0.1', port: 0 });
   else await server.app.ready();

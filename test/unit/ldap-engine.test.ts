@@ -199,6 +199,7 @@ describe('RotationScheduler', () => {
         active--;
       },
     });
+    scheduler.start();
     for (let i = 0; i < 10; i++) scheduler.schedule(`r${i}`, 1000 + i);
     scheduler.schedule('late', 5000);
     await clock.advance(999);
@@ -228,6 +229,7 @@ describe('RotationScheduler', () => {
     const clock = new FakeClock(0);
     const runs: string[] = [];
     const scheduler = new RotationScheduler({ clock, logger, concurrency: 1, run: async (n) => void runs.push(n) });
+    scheduler.start();
     scheduler.schedule('a', 10);
     scheduler.schedule('b', 10);
     scheduler.unschedule('a');
@@ -236,6 +238,20 @@ describe('RotationScheduler', () => {
     scheduler.stop();
     scheduler.schedule('c', 30);
     await clock.advance(50);
+    expect(runs).toEqual(['b']);
+  });
+
+  it('"a scheduler started again (a node leading again) arms what it is given then"', async () => {
+    const clock = new FakeClock(0);
+    const runs: string[] = [];
+    const scheduler = new RotationScheduler({ clock, logger, concurrency: 1, run: async (n) => void runs.push(n) });
+    scheduler.schedule('ignored', 10);
+    scheduler.start();
+    scheduler.schedule('a', 100);
+    scheduler.stop();
+    scheduler.start();
+    scheduler.schedule('b', 200);
+    await clock.advance(300);
     expect(runs).toEqual(['b']);
   });
 });

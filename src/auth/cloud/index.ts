@@ -29,6 +29,11 @@ export function createCloudAuth(options: CloudAuthOptions = {}): BackendFactory 
         ...rolePaths(ctx.system, roles),
       ],
       renewAuth: (token) => renewLogin(ctx.storage, token),
+      // Logins use a parsed config and roles; writes of either on another node drop them here (docs/ha.md).
+      cached: { prefixes: ['config', 'role/'], invalidate: () => {
+        providers.reset();
+        roles.clear();
+      } },
       cleanup: async () => providers.reset(),
     };
   };

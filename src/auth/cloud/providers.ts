@@ -1,8 +1,8 @@
 /**
  * The mount's parsed config, verifier and ARM client, kept while the config is unchanged, so logins
  * reuse the cached discovery document, keys and the credential's access token (Vault rebuilds the
- * credential on every login). Config writes and deletes call reset(); a config read that started before
- * a reset is not cached (this process is the mount's only writer).
+ * credential on every login). Config writes and deletes call reset(), here and (through the backend's
+ * `cached`) on every other node; a config read that started before a reset is not cached.
  */
 import { createHash } from 'node:crypto';
 import type { Clock } from '../../core/clock.ts';

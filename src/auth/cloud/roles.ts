@@ -25,10 +25,10 @@ async function writeRole(storage: StorageView, name: string, role: CloudAuthRole
 }
 
 /**
- * Parsed roles for logins, so a login neither decrypts nor re-validates its role. This process is the
- * mount's only writer and every write and delete below drops the entry; a read that started before a
- * write (the generation moved) is not cached. Only existing roles are kept, so unknown names sent to the
- * unauthenticated login cannot grow the map.
+ * Parsed roles for logins, so a login neither decrypts nor re-validates its role. Every write and delete
+ * below drops the entry, and another node's write drops them all (`clear`, from the backend's `cached`); a
+ * read that started before either (the generation moved) is not cached. Only existing roles are kept, so
+ * unknown names sent to the unauthenticated login cannot grow the map.
  */
 export class RoleCache {
   readonly #roles = new Map<string, CloudAuthRole>();
@@ -46,6 +46,11 @@ export class RoleCache {
   forget(name: string): void {
     this.#generation++;
     this.#roles.delete(name);
+  }
+
+  clear(): void {
+    this.#generation++;
+    this.#roles.clear();
   }
 }
 

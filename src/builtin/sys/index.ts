@@ -2,6 +2,7 @@ import type { Core } from '../../core/core.ts';
 import type { BackendFactory } from '../../core/framework.ts';
 import { auditPaths } from './audit.ts';
 import { capabilitiesPaths } from './capabilities.ts';
+import { haPaths } from './ha.ts';
 import { hostInfoPaths } from './host-info.ts';
 import { leasePaths } from './leases.ts';
 import { mountPaths } from './mounts.ts';
@@ -15,7 +16,7 @@ export const systemBackend = (core: Core): BackendFactory => () => {
   const cluster = new ClusterIdentity(core.systemView);
   return {
     paths: [
-      ...statusPaths(core, cluster), ...hostInfoPaths(core), ...policyPaths(core), ...capabilitiesPaths(core), ...leasePaths(core),
+      ...statusPaths(core, cluster), ...haPaths(core), ...hostInfoPaths(core), ...policyPaths(core), ...capabilitiesPaths(core), ...leasePaths(core),
       ...remountPaths(core), ...mountPaths(core), ...uiMountPaths(core), ...auditPaths(core),
     ],
     initialize: () => cluster.load(),

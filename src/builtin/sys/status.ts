@@ -4,9 +4,9 @@ import { BadRequestError } from '../../core/errors.ts';
 import { field } from '../../core/fields.ts';
 import { definePath, type PathDefinition } from '../../core/framework.ts';
 import { storageRefusal } from '../../core/storage/types.ts';
+import { VERSION } from '../../core/version.ts';
 import type { StorageView } from '../../core/storage/view.ts';
 
-const VERSION = '0.1.0';
 const CLUSTER_NAME = 'strongroom';
 const CLUSTER_ID_KEY = 'cluster/id';
 
@@ -104,5 +104,3 @@ export function statusPaths(core: Core, cluster: ClusterIdentity): PathDefinitio
     }),
   ];
 }
-
-export { VERSION };

@@ -1,7 +1,8 @@
 import { SignJWT, importJWK, type JWK } from 'jose';
 import { z } from 'zod';
 import type { Clock } from '../clock.ts';
-import { BadRequestError, NotFoundError } from '../errors.ts';
+import { BadRequestError, ConflictError, NotFoundError } from '../errors.ts';
+import type { SystemView } from '../framework.ts';
 import { KeyedLock } from '../keyed-lock.ts';
 import type { MountEntry } from '../mounts.ts';
 import type { StorageView } from '../storage/view.ts';
@@ -54,7 +55,12 @@ export interface IssuerOptions {
   clock: Clock;
   /** Issuer base when `identity/oidc/config` sets none (STRONGROOM_API_ADDR or the listen address). */
   defaultIssuer: string;
+  /** Scheduled rotations are the cluster leader's, under its fence (a single node always leads). */
+  system: Pick<SystemView, 'leading' | 'fence'>;
 }
+
+/** How often one write of a key is tried again when other nodes keep changing it. */
+const KEY_RACES = 8;
 
 /**
  * The plugin workload identity issuer: signs tokens that say "this request comes from mount X", which a cloud
@@ -65,6 +71,7 @@ export class PluginIdentityIssuer {
   readonly #keys: KeyStore;
   readonly #clock: Clock;
   readonly #defaultIssuer: string;
+  readonly #system: IssuerOptions['system'];
   readonly #locks = new KeyedLock();
 
   constructor(opts: IssuerOptions) {
@@ -72,6 +79,7 @@ export class PluginIdentityIssuer {
     this.#keys = new KeyStore(opts.storage);
     this.#clock = opts.clock;
     this.#defaultIssuer = opts.defaultIssuer;
+    this.#system = opts.system;
   }
 
   // ---- issuer configuration ----------------------------------------------------------------------
@@ -127,14 +135,11 @@ export class PluginIdentityIssuer {
 
   /** Creates the key, or applies the given changes; a new algorithm takes effect through an immediate rotation. */
   async writeKey(name: string, changes: Partial<KeySettings>): Promise<void> {
-    await this.#locks.run(name, async () => {
-      const now = this.#clock.now();
-      const existing = await this.#keys.get(name);
+    await this.#edit(name, async (existing, now) => {
       if (!existing) {
         const settings = { algorithm: changes.algorithm ?? KEY_DEFAULTS.algorithm, rotationPeriod: changes.rotationPeriod ?? KEY_DEFAULTS.rotationPeriod, verificationTtl: changes.verificationTtl ?? KEY_DEFAULTS.verificationTtl };
         validateKeyTimings(settings);
-        await this.#keys.put(await newNamedKey(name, settings, now));
-        return;
+        return newNamedKey(name, settings, now);
       }
       const rotationPeriod = changes.rotationPeriod ?? existing.rotation_period;
       const verificationTtl = changes.verificationTtl ?? existing.verification_ttl;
@@ -142,17 +147,32 @@ export class PluginIdentityIssuer {
       let key: NamedKey = { ...existing, rotation_period: rotationPeriod, verification_ttl: verificationTtl };
       if (rotationPeriod !== existing.rotation_period) key.next_rotation = now + rotationPeriod * 1000;
       if (changes.algorithm && changes.algorithm !== existing.algorithm) key = await rotated({ ...key, algorithm: changes.algorithm }, now);
-      await this.#keys.put(key);
+      return key;
     });
   }
 
   /** Rotates now; `verificationTtl` overrides how long the outgoing key stays published. */
   async rotateKey(name: string, verificationTtl?: number): Promise<void> {
-    await this.#locks.run(name, async () => {
-      const key = await this.#keys.get(name);
+    await this.#edit(name, async (key, now) => {
       if (!key) throw new NotFoundError(`no OIDC key named "${name}"`);
-      await this.#keys.put(await rotated(key, this.#clock.now(), verificationTtl));
+      return rotated(key, now, verificationTtl);
     });
+  }
+
+  /** A change of a key by hand (any node), applied to the key as stored, by compare-and-set. */
+  async #edit(name: string, change: (existing: NamedKey | undefined, now: number) => Promise<NamedKey>): Promise<void> {
+    await this.#locks.run(name, async () => {
+      for (let race = 0; race < KEY_RACES; race++) {
+        const stored = await this.#keys.snapshot(name);
+        if (await this.#keys.replace(await change(stored?.key, this.#clock.now()), stored?.raw)) return;
+      }
+      throw new ConflictError(`the OIDC key "${name}" kept changing while it was being written; try again`);
+    });
+  }
+
+  /** Leader work: every key whose rotation is due is rotated (and its expired public keys dropped), unused or not. */
+  async rotateDue(): Promise<void> {
+    for (const name of await this.#keys.names()) await this.#current(name);
   }
 
   async deleteKey(name: string): Promise<void> {
@@ -185,20 +205,29 @@ export class PluginIdentityIssuer {
     return { token, ttl };
   }
 
-  /** The key as of now, rotating and pruning first (persisted, under the key's lock). */
+  /**
+   * The key as of now, rotating and pruning first. Only the leader persists a rotation (fenced, over the key as read):
+   * a rotation makes new key pairs, and two nodes making them at once would publish pairs that never sign. Another
+   * node serves the stored key until the leader's rotation reaches it (its JWKS is then not cached: max-age 0). The
+   * first token of a store without a default key creates it, on any node, once (compare-and-set).
+   */
   async #current(name: string, createMissing = false): Promise<NamedKey | undefined> {
     return this.#locks.run(name, async () => {
-      const now = this.#clock.now();
-      const stored = await this.#keys.get(name);
-      if (!stored) {
-        if (!createMissing) return undefined;
-        const created = await newNamedKey(name, KEY_DEFAULTS, now);
-        await this.#keys.put(created);
-        return created;
+      for (let race = 0; race < KEY_RACES; race++) {
+        const now = this.#clock.now();
+        const stored = await this.#keys.snapshot(name);
+        if (!stored) {
+          if (!createMissing) return undefined;
+          const created = await newNamedKey(name, KEY_DEFAULTS, now);
+          if (await this.#keys.replace(created, undefined)) return created;
+          continue;
+        }
+        if (!this.#system.leading()) return { ...stored.key, retired: stored.key.retired.filter((r) => r.expire_at > now) };
+        const { key, changed } = await current(stored.key, now);
+        if (!changed || (await this.#keys.replace(key, stored.raw, [this.#system.fence()]))) return key;
+        // Changed by hand on another node meanwhile, or this node no longer leads: read it again.
       }
-      const { key, changed } = await current(stored, now);
-      if (changed) await this.#keys.put(key);
-      return key;
+      throw new ConflictError(`the OIDC key "${name}" kept changing while it was read; try again`);
     });
   }
 }

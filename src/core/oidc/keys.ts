@@ -1,7 +1,7 @@
 import { exportJWK, generateKeyPair, type JWK } from 'jose';
 import { z } from 'zod';
 import { randomUUID } from 'node:crypto';
-import type { StorageView } from '../storage/view.ts';
+import type { PreparedWrite, StorageView } from '../storage/view.ts';
 
 /**
  * Named OIDC signing keys, as in Vault's identity store: each key has a current signing key, a pre-generated
@@ -92,7 +92,11 @@ export function publicKeys(key: NamedKey, now: number): JWK[] {
   ];
 }
 
-/** Typed storage for named keys (`key/<name>` in the identity mount's view). */
+/**
+ * Typed storage for named keys (`key/<name>` in the identity mount's view). Writes replace exactly the bytes read
+ * (compare-and-set): nodes of a cluster create, change and rotate keys too, and a key pair one of them published must
+ * not be overwritten by another's.
+ */
 export class KeyStore {
   readonly #view: StorageView;
 
@@ -100,12 +104,19 @@ export class KeyStore {
     this.#view = view;
   }
 
-  get(name: string): Promise<NamedKey | undefined> {
-    return this.#view.getJson(`key/${name}`, (raw) => namedKeySchema.parse(raw));
+  async get(name: string): Promise<NamedKey | undefined> {
+    return (await this.snapshot(name))?.key;
   }
 
-  put(key: NamedKey): Promise<void> {
-    return this.#view.putJson(`key/${key.name}`, key);
+  /** The key with the bytes it was read from, for `replace`. */
+  async snapshot(name: string): Promise<{ key: NamedKey; raw: Buffer } | undefined> {
+    const raw = await this.#view.get(`key/${name}`);
+    return raw && { key: namedKeySchema.parse(JSON.parse(raw.toString('utf8'))), raw };
+  }
+
+  /** Writes `key` over exactly `expected` (undefined: where there is none), with `alongside` (a fence); false when it changed. */
+  replace(key: NamedKey, expected: Buffer | undefined, alongside: PreparedWrite[] = []): Promise<boolean> {
+    return this.#view.transaction([{ type: 'put', key: `key/${key.name}`, value: Buffer.from(JSON.stringify(key)) }], [{ key: `key/${key.name}`, expected }], alongside);
   }
 
   delete(name: string): Promise<void> {

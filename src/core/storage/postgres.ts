@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import { directChildren, StorageUnavailableError, type Storage, type StorageCondition, type StorageOp } from './types.ts';
+import { directChildren, StorageUnavailableError, type SharedStorage, type Storage, type StorageCondition, type StorageOp } from './types.ts';
 
 export interface PostgresOptions {
   /** Connections this process keeps to the database at most. */
@@ -28,6 +28,9 @@ const WRITE_GATE = 2;
  */
 const MAX_KEY_LOCKS = 32;
 
+/** Connections for the cluster's coordination: the change version poll and the leader lease, never more than two at once. */
+const COORDINATION_POOL_SIZE = 2;
+
 /** The first failed probe after a lost connection is retried after this, doubling up to PROBE_MAX_MS. */
 const PROBE_BASE_MS = 100;
 const PROBE_MAX_MS = 2000;
@@ -53,9 +56,14 @@ const CLIENT_TIMEOUT_MARGIN_MS = 5000;
  * commit alone, not for a client's round trips, which matters once several nodes write the same hot keys.
  *
  * The last operation on a key wins, as if the operations were applied in order (`fold` below).
+ *
+ * From schema version 2 a write that names a key the nodes cache (`tracked`, decided by the caller's predicate) also
+ * moves the change version, in the same transaction; writes of uncached keys (tokens, leases) leave it alone, so the
+ * single row is locked only by the rare writes of mounts, policies, configs and the keyring.
  */
-const WRITE_FUNCTION = `
-CREATE FUNCTION strongroom_write(lock_keys text[], cond_keys text[], cond_values bytea[], put_keys text[], put_values bytea[], delete_keys text[])
+function writeFunction(tracking: boolean): string {
+  return `
+CREATE FUNCTION strongroom_write(lock_keys text[], cond_keys text[], cond_values bytea[], put_keys text[], put_values bytea[], delete_keys text[]${tracking ? ', tracked boolean' : ''})
 RETURNS boolean LANGUAGE plpgsql VOLATILE AS $$
 BEGIN
   -- An acknowledged write must survive a crash: a session or role that turned commits asynchronous gets them back.
@@ -77,10 +85,15 @@ BEGIN
   END IF;
   DELETE FROM strongroom_kv WHERE key = ANY (delete_keys);
   INSERT INTO strongroom_kv (key, value) SELECT * FROM unnest(put_keys, put_values)
-    ON CONFLICT (key) DO UPDATE SET value = excluded.value;
+    ON CONFLICT (key) DO UPDATE SET value = excluded.value;${tracking ? `
+  -- Committed with the change it counts: a node that reads the new version reads the change too.
+  IF tracked THEN
+    UPDATE strongroom_changes SET version = version + 1;
+  END IF;` : ''}
   RETURN true;
 END
 $$`;
+}
 
 /**
  * Schema versions in order: entry i upgrades version i to i + 1. Released entries are never edited, only appended
@@ -89,7 +102,15 @@ $$`;
  */
 const SCHEMA_STEPS: string[] = [
   `CREATE TABLE strongroom_kv (key text COLLATE "C" PRIMARY KEY, value bytea NOT NULL);
-   ${WRITE_FUNCTION};`,
+   ${writeFunction(false)};`,
+  // The cluster (docs/ha.md): a change version that writes of cached keys move, and the leader lease. Both tables
+  // hold one row, so neither ever needs a lookup by key.
+  `CREATE TABLE strongroom_changes (only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row), version bigint NOT NULL);
+   INSERT INTO strongroom_changes (version) VALUES (0);
+   CREATE TABLE strongroom_leader (only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row), term bigint NOT NULL, node text NOT NULL, valid_until timestamptz NOT NULL);
+   INSERT INTO strongroom_leader (term, node, valid_until) VALUES (0, '', '-infinity');
+   DROP FUNCTION strongroom_write(text[], text[], bytea[], text[], bytea[], text[]);
+   ${writeFunction(true)};`,
 ];
 
 /**
@@ -110,8 +131,14 @@ const OPEN_RANGE_SQL = `SELECT key FROM strongroom_kv WHERE key >= $1 ORDER BY k
  * database; while the probe fails the store is `unavailable` (every call is refused at once with that error, and
  * requests get 503), and it clears itself when a probe succeeds again.
  */
-export class PostgresStorage implements Storage {
+export class PostgresStorage implements Storage, SharedStorage {
   readonly #pool: pg.Pool;
+  /**
+   * The cluster's own connections (change version, leader lease), apart from the pool requests use: a node under
+   * load must still see changes and renew its lease on time, not queue behind its own requests.
+   */
+  readonly #coordination: pg.Pool;
+  #tracked: (key: string) => boolean = () => false;
   /** The database's address for messages: the URL with its password masked. */
   readonly #where: string;
   readonly #password: string;
@@ -125,19 +152,24 @@ export class PostgresStorage implements Storage {
     this.#where = redactUrl(url);
     this.#password = password;
     this.#statementTimeoutMs = options.statementTimeoutMs;
-    this.#pool = new pg.Pool({
-      connectionString: url,
-      max: options.poolSize,
-      statement_timeout: options.statementTimeoutMs,
-      query_timeout: options.statementTimeoutMs + CLIENT_TIMEOUT_MARGIN_MS,
-      connectionTimeoutMillis: options.statementTimeoutMs,
-      keepAlive: true,
-      application_name: 'strongroom',
-      // Like the SQLite writer thread: an idle store never keeps the process alive.
-      allowExitOnIdle: true,
-    });
-    // An idle connection the server closed (a restart, a failover) is reported here; unheard, it would end the process.
-    this.#pool.on('error', () => this.#lost());
+    const pool = (max: number) => {
+      const created = new pg.Pool({
+        connectionString: url,
+        max,
+        statement_timeout: options.statementTimeoutMs,
+        query_timeout: options.statementTimeoutMs + CLIENT_TIMEOUT_MARGIN_MS,
+        connectionTimeoutMillis: options.statementTimeoutMs,
+        keepAlive: true,
+        application_name: 'strongroom',
+        // Like the SQLite writer thread: an idle store never keeps the process alive.
+        allowExitOnIdle: true,
+      });
+      // An idle connection the server closed (a restart, a failover) is reported here; unheard, it would end the process.
+      created.on('error', () => this.#lost());
+      return created;
+    };
+    this.#pool = pool(options.poolSize);
+    this.#coordination = pool(COORDINATION_POOL_SIZE);
   }
 
   /**
@@ -201,15 +233,56 @@ export class PostgresStorage implements Storage {
   async transaction(ops: StorageOp[], conditions: StorageCondition[] = []): Promise<boolean> {
     const { puts, deletes } = fold(ops);
     const locked = new Set([...puts.keys(), ...deletes, ...conditions.map((c) => c.key)]);
-    const { rows } = await this.#query<{ applied: boolean }>('strongroom_write', 'SELECT strongroom_write($1, $2, $3, $4, $5, $6) AS applied', [
+    const tracked = deletes.some(this.#tracked) || [...puts.keys()].some(this.#tracked);
+    const { rows } = await this.#query<{ applied: boolean }>('strongroom_write', 'SELECT strongroom_write($1, $2, $3, $4, $5, $6, $7) AS applied', [
       [...locked],
       conditions.map((c) => c.key),
       conditions.map((c) => c.expected ?? null),
       [...puts.keys()],
       [...puts.values()],
       deletes,
+      tracked,
     ]);
     return rows[0].applied;
+  }
+
+  // ---- the cluster's coordination (SharedStorage) ------------------------------------------------
+
+  /** Several nodes can share this store. */
+  get shared(): SharedStorage {
+    return this;
+  }
+
+  trackChanges(isTracked: (key: string) => boolean): void {
+    this.#tracked = isTracked;
+  }
+
+  async changeVersion(): Promise<string> {
+    const { rows } = await this.#query<{ version: string }>('strongroom_change_version', 'SELECT version FROM strongroom_changes', [], this.#coordination);
+    return rows[0].version;
+  }
+
+  /**
+   * Time is the database's (clock_timestamp), so the nodes' clocks never decide who leads. Only a lapsed lease is
+   * taken, and taking it moves the term, which fences out whoever held it (docs/ha.md).
+   */
+  async acquireLeadership(node: string, ttlMs: number): Promise<number | undefined> {
+    const { rows } = await this.#query<{ term: string }>('strongroom_lead',
+      "UPDATE strongroom_leader SET term = term + 1, node = $1, valid_until = clock_timestamp() + $2 * interval '1 millisecond' WHERE valid_until < clock_timestamp() RETURNING term",
+      [node, ttlMs], this.#coordination);
+    return rows.length ? Number(rows[0].term) : undefined;
+  }
+
+  /** Only while it lasts: a lease that lapsed is anyone's, its former holder's included, under a new term. */
+  async renewLeadership(node: string, term: number, ttlMs: number): Promise<boolean> {
+    const { rowCount } = await this.#query('strongroom_renew',
+      "UPDATE strongroom_leader SET valid_until = clock_timestamp() + $3 * interval '1 millisecond' WHERE node = $1 AND term = $2 AND valid_until >= clock_timestamp()",
+      [node, term, ttlMs], this.#coordination);
+    return rowCount === 1;
+  }
+
+  async releaseLeadership(node: string, term: number): Promise<void> {
+    await this.#query('strongroom_release', "UPDATE strongroom_leader SET valid_until = '-infinity' WHERE node = $1 AND term = $2", [node, term], this.#coordination);
   }
 
   // The database's own HA and restarts are passing states (`unavailable`); nothing here breaks for good.
@@ -229,14 +302,14 @@ export class PostgresStorage implements Storage {
   async close(): Promise<void> {
     if (this.#closing.signal.aborted) return;
     this.#closing.abort();
-    await this.#pool.end();
+    await Promise.all([this.#pool.end(), this.#coordination.end()]);
   }
 
-  async #query<R extends pg.QueryResultRow>(name: string, text: string, values: unknown[]): Promise<pg.QueryResult<R>> {
+  async #query<R extends pg.QueryResultRow>(name: string, text: string, values: unknown[], pool = this.#pool): Promise<pg.QueryResult<R>> {
     // Refused at once while the database is away: a request should not wait out a connection timeout to learn it.
     if (this.#unavailable) throw this.#unavailable;
     try {
-      return await this.#pool.query<R>({ name, text, values });
+      return await pool.query<R>({ name, text, values });
     } catch (err) {
       throw this.#explain(err);
     }

@@ -38,6 +38,25 @@ export interface Storage {
   readonly unavailable?: StorageUnavailableError;
   /** Calls `listener` each time `unavailable` changes: with the error when the store is lost, undefined when it is back. */
   onAvailability?(listener: (unavailable: StorageUnavailableError | undefined) => void): void;
+  /** Present when several server processes can share the store (PostgreSQL): what the cluster coordinates through. */
+  readonly shared?: SharedStorage;
+}
+
+/**
+ * What the nodes of a cluster coordinate through, beside the entries themselves (docs/ha.md). Stores that live in one
+ * process (memory, SQLite) have a single node, which always leads, and leave it out.
+ */
+export interface SharedStorage {
+  /** Writes of keys this predicate accepts move the change version, in their own transaction (set once, by the core). */
+  trackChanges(isTracked: (key: string) => boolean): void;
+  /** The change version as the database holds it now: different from an earlier answer once a tracked key was written. */
+  changeVersion(): Promise<string>;
+  /** Takes the leader lease for `node` for `ttlMs` when it is free or has lapsed: the new term, or undefined. */
+  acquireLeadership(node: string, ttlMs: number): Promise<number | undefined>;
+  /** Extends the lease `node` holds under `term`; false once someone else took it. */
+  renewLeadership(node: string, term: number, ttlMs: number): Promise<boolean>;
+  /** Lets the lease lapse now (a clean shutdown), so another node need not wait out its TTL. */
+  releaseLeadership(node: string, term: number): Promise<void>;
 }
 
 /**

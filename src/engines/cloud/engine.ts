@@ -49,6 +49,7 @@ export class CloudEngine {
       storage: d.storage, clock: d.clock, logger: d.logger,
       clients: async () => (await this.#tryConnect())?.clients,
       leaseExists: (id) => d.system.leaseExists(id),
+      system: d.system,
     });
   }
 

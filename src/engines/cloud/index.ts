@@ -12,6 +12,9 @@ import { secretTypes } from './revoke.ts';
 import { roleIssuingOn, rolePaths } from './roles.ts';
 import { RootRotation, rotateRootPaths, type RotateRootOptions } from './rotate-root.ts';
 
+/** On a shared store, how often the leader retries what requests on any node left behind. */
+const LEADER_RETRY_MS = 60_000;
+
 export interface CloudEngineOptions {
   /** Where CLOUD_* overrides and CLOUD_ENVIRONMENT_FILEPATH are read (default process.env). */
   env?: NodeJS.ProcessEnv;
@@ -34,10 +37,21 @@ export function cloudSecretsEngine(options: CloudEngineOptions = {}): BackendFac
         ...credsPaths(engine),
       ],
       secrets: secretTypes(async () => (await engine.connect()).clients),
-      async initialize() {
+      leader: {
+        async start() {
+          await engine.wal.sweep();
+          await rotation.resume();
+        },
+        async stop() {
+          engine.wal.stop();
+          rotation.stop();
+        },
+      },
+      // Requests on other nodes leave their failed compensations and unfinished root switches to the leader.
+      periodic: ctx.system.shared ? { intervalMs: LEADER_RETRY_MS, run: async () => {
         await engine.wal.sweep();
         await rotation.resume();
-      },
+      } } : undefined,
       async cleanup() {
         engine.wal.stop();
         rotation.stop();

@@ -5,7 +5,7 @@
  *
  * The new secret is stored as `pending_root` before anything else depends on it, so a crash at any
  * point leaves a secret the engine can still use: before the switch the old one still works and
- * initialize() resumes the switch; after it the new one is the config's. A password added but not
+ * the leader resumes the switch; after it the new one is the config's. A password added but not
  * yet recorded is covered by the creation WAL.
  */
 import { BadRequestError, UpstreamError } from '../../core/errors.ts';
@@ -120,8 +120,9 @@ export class RootRotation {
     return [];
   }
 
+  /** On the leader; elsewhere the leader's periodic resume of a shared store finishes the switch. */
   #scheduleRetry(): void {
-    if (this.#cancelRetry) return;
+    if (this.#cancelRetry || !this.#engine.system.leading()) return;
     this.#cancelRetry = this.#engine.clock.setTimer(FINISH_RETRY_MS, () => {
       this.#cancelRetry = undefined;
       void this.resume().catch((err) => this.#engine.logger.warn({ err: (err as Error).message }, 'resuming rotate-root failed'));

@@ -4,12 +4,14 @@
  * names everything the creation may produce; it is updated as object ids become known and deleted
  * once the result is owned by something else (a lease, a role, the config). A failure part-way is
  * compensated at once from the entry; an entry that outlives its request (crash, or a compensation
- * that itself failed) is rolled back by the sweep at initialize() and by a retry timer, unless it names
- * a lease that was stored: then the lease owns the objects and only the entry goes.
+ * that itself failed) is rolled back by the leader's sweep (when it takes over, and on a shared store every
+ * minute) and by a retry timer on the leader, unless it names a lease that was stored: then the lease owns the
+ * objects and only the entry goes.
  */
 import { z } from 'zod';
 import type { Logger } from 'pino';
 import type { Clock } from '../../core/clock.ts';
+import type { SystemView } from '../../core/framework.ts';
 import { newUuid } from '../../core/ids.ts';
 import type { StorageView } from '../../core/storage/view.ts';
 import type { AzureClients } from '../../providers/azure/clients.ts';
@@ -60,6 +62,8 @@ export interface WalDeps {
   /** Clients for the current config; undefined when the engine is not configured. */
   clients(): Promise<AzureClients | undefined>;
   leaseExists(leaseId: string): Promise<boolean>;
+  /** Whether this node leads, whether the store is shared, and the leader's fence. */
+  system: Pick<SystemView, 'leading' | 'shared' | 'fence'>;
 }
 
 export class CreationWal {
@@ -106,8 +110,9 @@ export class CreationWal {
   }
 
   /**
-   * Rolls back every entry left behind. Called at initialize(): no creation of this mount can be in
-   * flight then, so every entry is an orphan regardless of its age.
+   * Rolls back the entries left behind (leader work). On a store of its own it runs when the mount starts, when no
+   * creation can be in flight, so every entry is an orphan regardless of its age; on a shared store other nodes may be
+   * creating right now, so only entries older than any creation can run are.
    */
   async sweep(): Promise<void> {
     const ids = await this.#d.storage.list('wal/');
@@ -117,7 +122,7 @@ export class CreationWal {
     let failed = false;
     for (const id of ids) {
       const entry = await this.#read(id);
-      if (!entry) continue;
+      if (!entry || (this.#d.system.shared && this.#d.clock.now() - entry.created_at < STALE_MS)) continue;
       try {
         if (await this.#settle(clients, id, entry)) this.#d.logger.info({ wal: id, kind: entry.kind }, 'rolled back an interrupted creation');
       } catch (err) {
@@ -133,9 +138,9 @@ export class CreationWal {
     this.#cancelRetry = undefined;
   }
 
-  /** Retries only entries old enough that no request can still be working on them. */
+  /** Retries only entries old enough that no request can still be working on them; on the leader (elsewhere its sweep does). */
   #scheduleRetry(): void {
-    if (this.#cancelRetry) return;
+    if (this.#cancelRetry || !this.#d.system.leading()) return;
     this.#cancelRetry = this.#d.clock.setTimer(RETRY_MS, () => {
       this.#cancelRetry = undefined;
       void this.#retryStale().catch((err) => this.#d.logger.warn({ err: (err as Error).message }, 'write-ahead log retry failed'));
@@ -165,7 +170,7 @@ export class CreationWal {
   async #settle(clients: AzureClients, id: string, entry: WalEntry): Promise<boolean> {
     const owned = entry.lease_id !== undefined && (await this.#d.leaseExists(entry.lease_id));
     if (!owned) await rollback(clients, entry);
-    await this.commit(id);
+    await this.#d.storage.transaction([{ type: 'delete', key: walKey(id) }], [], [this.#d.system.fence()]);
     return !owned;
   }
 

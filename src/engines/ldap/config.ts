@@ -89,7 +89,10 @@ export function missingConfigError(): BadRequestError {
 export interface LdapEnginePart {
   paths: PathDefinition[];
   secrets?: SecretType[];
+  /** On every node at mount and start: storage-only preparation any node may repeat. */
   initialize?(): Promise<void>;
+  /** On the cluster's leader, when it takes over (or at mount on it): finishing interrupted work, scheduling. */
+  lead?(): Promise<void>;
   cleanup?(): Promise<void>;
 }
 

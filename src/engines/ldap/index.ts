@@ -9,10 +9,10 @@ import type { LdapClient, LdapConnectionConfig } from '../../providers/ldap/clie
 import { createLdapClient } from '../../providers/ldap/ldapts-client.ts';
 import { ManagedAccounts } from './accounts.ts';
 import { LdapConnections, configPart, type LdapEngine, type LdapEngineOptions, type LdapEnginePart } from './config.ts';
-import { rotateRootPart } from './rotate-root.ts';
+import { eraseExpiredPrevious, rotateRootPart } from './rotate-root.ts';
 import { RotationScheduler } from './scheduler.ts';
 import { staticCredsPart } from './static-creds.ts';
-import { rotateStaticRole, staticRolesPart } from './static-roles.ts';
+import { rotateStaticRole, scheduleStaticRoles, staticRolesPart } from './static-roles.ts';
 import { dynamicCredsPart } from './dynamic-creds.ts';
 import { dynamicRolesPart } from './dynamic-roles.ts';
 import { libraryPart } from './library.ts';
@@ -32,6 +32,17 @@ const PARTS: Array<(engine: LdapEngine) => LdapEnginePart> = [
   dynamicCredsPart,
   libraryPart,
 ];
+
+/**
+ * On a shared store, how often the leader reads its rotation schedule (and the rotate-root grace period) from storage
+ * again: a role created or changed on another node is rotated at most this late.
+ */
+const SCHEDULE_REFRESH_MS = 2000;
+
+async function refreshLeaderWork(engine: LdapEngine): Promise<void> {
+  await scheduleStaticRoles(engine);
+  await eraseExpiredPrevious(engine);
+}
 
 export interface LdapBackendDeps {
   /** The directory client; tests may pass a fake typed against LdapClient. */
@@ -64,7 +75,7 @@ export function ldapBackend(deps: LdapBackendDeps = {}): BackendFactory {
       clock: ctx.clock,
       logger: ctx.logger,
       concurrency: options.rotationConcurrency,
-      run: async (name) => void (await rotateStaticRole(engine, name)),
+      run: async (name) => void (await rotateStaticRole(engine, name, { scheduled: true })),
     });
     const parts = PARTS.map((part) => part(engine));
     return {
@@ -73,6 +84,18 @@ export function ldapBackend(deps: LdapBackendDeps = {}): BackendFactory {
       async initialize() {
         for (const p of parts) await p.initialize?.();
       },
+      leader: {
+        async start() {
+          engine.scheduler.start();
+          for (const p of parts) await p.lead?.();
+        },
+        async stop() {
+          engine.scheduler.stop();
+          await engine.scheduler.idle();
+        },
+      },
+      // Roles are created, updated and rotated by hand on other nodes too: the leader reads its schedule again.
+      periodic: ctx.system.shared ? { intervalMs: SCHEDULE_REFRESH_MS, run: () => refreshLeaderWork(engine) } : undefined,
       async cleanup() {
         engine.scheduler.stop();
         await engine.scheduler.idle();

@@ -313,7 +313,9 @@ export function libraryCheckoutPart(engine: Engine): LdapEnginePart {
     async initialize() {
       // Storage only, and awaited: everything after it, the resumed check-ins included, finds canonical keys.
       await moveLegacyAccountKeys(engine);
-      // In the background: an unreachable directory must not hold up start-up.
+    },
+    async lead() {
+      // In the background: an unreachable directory must not hold up start-up or a takeover.
       void resumeCheckIns(engine, engine.clock.now()).catch((err: unknown) => engine.ctx.logger.warn({ err: { message: (err as Error).message } }, 'resuming check-ins failed'));
     },
   };

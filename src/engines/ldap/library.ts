@@ -157,5 +157,6 @@ export function libraryPart(engine: LdapEngine): LdapEnginePart {
     ],
     secrets: checkouts.secrets,
     initialize: checkouts.initialize,
+    lead: checkouts.lead,
   };
 }

@@ -6,7 +6,7 @@
  * ROOT_GRACE_MS (replicas that have not caught up), then it is erased.
  */
 import { definePath } from '../../core/framework.ts';
-import { CONFIG_KEY, ROOT_GRACE_MS, putConfigOp, readConfig, writeConfig, type LdapEngine, type LdapEnginePart } from './config.ts';
+import { CONFIG_KEY, ROOT_GRACE_MS, putConfigOp, readConfig, type LdapEngine, type LdapEnginePart } from './config.ts';
 import { changePasswordWithWal, readWal } from './rotation.ts';
 
 export const ROOT_TARGET = 'root';
@@ -27,7 +27,8 @@ export async function rotateRoot(engine: LdapEngine): Promise<void> {
       },
     });
   });
-  scheduleGraceEnd(engine);
+  // The leader erases it; elsewhere the leader's periodic refresh of a shared store does.
+  if (engine.ctx.system.leading()) scheduleGraceEnd(engine);
 }
 
 /** Erases the previous bind password once its grace period is over. */
@@ -36,11 +37,13 @@ function scheduleGraceEnd(engine: LdapEngine): void {
     engine.ctx.logger.warn({ err: { message: (err as Error).message } }, 'erasing the previous bind password failed')));
 }
 
-async function eraseExpiredPrevious(engine: LdapEngine): Promise<void> {
+/** Leader work, fenced, and guarded on the config as read: a config written meanwhile is not undone. */
+export async function eraseExpiredPrevious(engine: LdapEngine): Promise<void> {
   await engine.locks.run(CONFIG_KEY, async () => {
+    const raw = await engine.storage.get(CONFIG_KEY);
     const config = await readConfig(engine.storage);
     if (!config?.last_bind_password || engine.clock.now() - config.last_bind_password_rotation < ROOT_GRACE_MS) return;
-    await writeConfig(engine.storage, { ...config, last_bind_password: '' });
+    await engine.storage.transaction([putConfigOp({ ...config, last_bind_password: '' })], [{ key: CONFIG_KEY, expected: raw }], [engine.ctx.system.fence()]);
   });
 }
 
@@ -53,7 +56,7 @@ export function rotateRootPart(engine: LdapEngine): LdapEnginePart {
         operations: { update: async () => rotateRoot(engine) },
       }),
     ],
-    async initialize() {
+    async lead() {
       const config = await readConfig(engine.storage);
       if (config?.last_bind_password) {
         const left = config.last_bind_password_rotation + ROOT_GRACE_MS - engine.clock.now();

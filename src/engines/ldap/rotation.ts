@@ -8,6 +8,10 @@
  * may now have, and the next attempt (a retry, the scheduler, start-up replay) re-applies that same
  * password and then records it. There is at most one WAL per target, so stale duplicates cannot
  * pile up as in Vault (#28). When rotations run is scheduler.ts's business.
+ *
+ * Across the nodes of a cluster the WAL is also the lock: a fresh WAL is written only where none is (compare-and-set),
+ * so a node that finds another node's change under way applies that change's password too (a replace with the same
+ * value), and the commit is guarded on the WAL it used, so of two changes of one account exactly one records it.
  */
 import { z } from 'zod';
 import { ConflictError, StrongroomError } from '../../core/errors.ts';
@@ -38,6 +42,10 @@ export const walKey = (target: string): string => `${WAL_PREFIX}${target}`;
 
 export async function readWal(storage: StorageView, target: string): Promise<WalEntry | undefined> {
   return storage.getJson(walKey(target), (raw) => walSchema.parse(raw));
+}
+
+function parseWal(raw: Buffer): WalEntry {
+  return walSchema.parse(JSON.parse(raw.toString('utf8')));
 }
 
 export async function writeWal(storage: StorageView, entry: WalEntry): Promise<void> {
@@ -100,6 +108,11 @@ export interface PasswordChangeRequest {
   commitAlongside?(): Promise<PreparedWrite[]>;
   /** Only rotate-root's change is of the bind account; every other change refuses to touch it (refuseBindAccount). */
   rotatesBindAccount?: boolean;
+  /**
+   * The leader's fence (SystemView.fence) for a change the leader's own schedule started: its WAL and its record land
+   * only while this node leads. A change that finds its fence gone returns undefined.
+   */
+  fence?: PreparedWrite;
 }
 
 export interface PasswordChangeResult {
@@ -136,16 +149,29 @@ export async function changePasswordWithWal(engine: Pick<LdapEngine, 'storage' |
     // An unfinished attempt's password is reused even when the password policy changed since: the
     // directory may already hold it, and replacing the WAL before a new password is recorded could
     // forget the one the directory has. (Vault drops it; the next rotation applies the new policy.)
-    let wal = await readWal(storage, req.target);
-    const reusedWal = wal !== undefined;
+    const fence = req.fence ? [req.fence] : [];
+    let walRaw = await storage.get(walKey(req.target));
+    let wal = walRaw && parseWal(walRaw);
+    let reusedWal = wal !== undefined;
     const expectedDn = req.account.dn || req.knownDn || wal?.dn;
     if (expectedDn) refuseBind(expectedDn);
     const conditions = req.prepareConditions ?? [];
     if (!wal) {
-      wal = await freshWal(engine, config, req.target);
-      if (!(await storage.transaction([...(req.prepare ?? []), { type: 'put', key: walKey(req.target), value: jsonBytes(wal) }], conditions))) return undefined;
+      const fresh = await freshWal(engine, config, req.target);
+      const freshRaw = jsonBytes(fresh);
+      if (await storage.transaction([...(req.prepare ?? []), { type: 'put', key: walKey(req.target), value: freshRaw }], [...conditions, { key: walKey(req.target), expected: undefined }], fence)) {
+        [wal, walRaw] = [fresh, freshRaw];
+      } else {
+        // Either a guard of the caller's failed, or another node began a change of this account meanwhile: then its
+        // password is the one the directory may get, so this change applies and records that one.
+        walRaw = await storage.get(walKey(req.target));
+        wal = walRaw && parseWal(walRaw);
+        if (!wal) return undefined;
+        reusedWal = true;
+        if (req.prepare?.length && !(await storage.transaction(req.prepare, conditions, fence))) return undefined;
+      }
     } else if (req.prepare?.length) {
-      if (!(await storage.transaction(req.prepare, conditions))) return undefined;
+      if (!(await storage.transaction(req.prepare, conditions, fence))) return undefined;
     }
 
     let dn: string;
@@ -163,7 +189,8 @@ export async function changePasswordWithWal(engine: Pick<LdapEngine, 'storage' |
     let recorded: boolean;
     try {
       const alongside = (await req.commitAlongside?.()) ?? [];
-      recorded = await storage.transaction([...ops, { type: 'delete', key: walKey(req.target) }], req.commitConditions, alongside);
+      const guards = [...(req.commitConditions ?? []), { key: walKey(req.target), expected: walRaw }];
+      recorded = await storage.transaction([...ops, { type: 'delete', key: walKey(req.target) }], guards, [...alongside, ...fence]);
     } catch (err) {
       throw new UnrecordedPasswordError(err);
     }

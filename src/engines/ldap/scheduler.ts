@@ -34,6 +34,9 @@ export interface SchedulerOptions {
 /**
  * Due times by name, one timer for the earliest, a bounded pool for the work. An item is never run
  * twice at once; rescheduling an item that is running takes effect after it finishes.
+ *
+ * It runs on the cluster's leader only, between start() and stop(); stopped, it ignores what it is given, and the
+ * leader that starts next schedules every role from storage.
  */
 export class RotationScheduler {
   readonly #opts: SchedulerOptions;
@@ -43,7 +46,7 @@ export class RotationScheduler {
   readonly #running = new Set<string>();
   #cancel: (() => void) | undefined;
   #armedAt = Number.POSITIVE_INFINITY;
-  #stopped = false;
+  #stopped = true;
   #idle: Array<() => void> = [];
 
   constructor(opts: SchedulerOptions) {
@@ -72,10 +75,19 @@ export class RotationScheduler {
     return this.#due.size;
   }
 
+  get running(): boolean {
+    return !this.#stopped;
+  }
+
+  start(): void {
+    this.#stopped = false;
+  }
+
   stop(): void {
     this.#stopped = true;
     this.#cancel?.();
     this.#cancel = undefined;
+    this.#armedAt = Number.POSITIVE_INFINITY;
     this.#due.clear();
     this.#queue.length = 0;
     this.#queued.clear();

@@ -3,7 +3,7 @@
  * Also the rotation of one role (used by the scheduler and `rotate-role`) and start-up scheduling.
  */
 import { z } from 'zod';
-import { BadRequestError, StrongroomError } from '../../core/errors.ts';
+import { BadRequestError, ConflictError, StrongroomError } from '../../core/errors.ts';
 import { field } from '../../core/fields.ts';
 import { definePath, type BackendRequest, lowerName } from '../../core/framework.ts';
 import type { StorageOp } from '../../core/storage/types.ts';
@@ -12,7 +12,7 @@ import { dnEquals, isValidDn } from '../../providers/ldap/dn.ts';
 import { LdapProviderError } from '../../providers/ldap/errors.ts';
 import { refuseBindAccount, type AccountIdentity, type AccountOwner } from './accounts.ts';
 import { missingConfigError, readConfig, type LdapEngine, type LdapEnginePart } from './config.ts';
-import { UnrecordedPasswordError, changePasswordWithWal, deleteWal, listWalTargets, walKey } from './rotation.ts';
+import { UnrecordedPasswordError, changePasswordWithWal, listWalTargets, readWal, walKey } from './rotation.ts';
 import { retryDelayMs } from './scheduler.ts';
 
 /** Role and set names: a word character, optionally followed by [\w-./]* ending in a word character. */
@@ -48,15 +48,36 @@ export const staticRoleKey = (name: string): string => PREFIX + name;
 export const staticRoleTarget = (name: string): string => PREFIX + name;
 
 export async function readStaticRole(storage: StorageView, name: string): Promise<StaticRole | undefined> {
-  return storage.getJson(staticRoleKey(name), (raw) => staticRoleSchema.parse(raw));
+  return (await readStaticRoleSnapshot(storage, name))?.role;
+}
+
+/** The role with the bytes it was read from, for a write that must not overwrite another node's (a rotation's record). */
+async function readStaticRoleSnapshot(storage: StorageView, name: string): Promise<{ role: StaticRole; raw: Buffer } | undefined> {
+  const raw = await storage.get(staticRoleKey(name));
+  return raw && { role: staticRoleSchema.parse(JSON.parse(raw.toString('utf8'))), raw };
 }
 
 export function putStaticRoleOp(role: StaticRole): StorageOp {
   return { type: 'put', key: staticRoleKey(role.name), value: jsonBytes(staticRoleSchema.parse(role)) };
 }
 
-export async function writeStaticRole(storage: StorageView, role: StaticRole): Promise<void> {
-  await storage.transaction([putStaticRoleOp(role)]);
+/** Writes the role over exactly `expected` (undefined: where there is none); false when it changed meanwhile. */
+export async function writeStaticRole(storage: StorageView, role: StaticRole, expected: Buffer | undefined): Promise<boolean> {
+  return storage.transaction([putStaticRoleOp(role)], [{ key: staticRoleKey(role.name), expected }]);
+}
+
+/**
+ * Applies `edit` to the role as stored, by compare-and-set: another node may record a rotation at any moment, and a
+ * write built on the role read before it would put the previous password back. Undefined when there is no role.
+ */
+async function editStaticRole(storage: StorageView, name: string, edit: (role: StaticRole) => StaticRole): Promise<StaticRole | undefined> {
+  for (let attempt = 0; attempt < 8; attempt++) {
+    const current = await readStaticRoleSnapshot(storage, name);
+    if (!current) return undefined;
+    const next = edit(current.role);
+    if (await writeStaticRole(storage, next, current.raw)) return next;
+  }
+  throw new ConflictError(`the static role "${name}" kept changing while it was being updated; try again`);
 }
 
 export async function listStaticRoleNames(storage: StorageView): Promise<string[]> {
@@ -74,18 +95,27 @@ export const rfc3339 = (ms: number): string => (ms > 0 ? new Date(ms).toISOStrin
 /**
  * Rotates one role now under its lock. On failure the role records the error and is rescheduled with
  * backoff; the error is rethrown for a manual caller.
+ *
+ * `scheduled` is the leader's schedule: it rotates only a role that is due (the schedule may be older than a rotation
+ * by hand on another node) and only while this node leads (the fence). Undefined when there was nothing to rotate.
  */
-export async function rotateStaticRole(engine: LdapEngine, name: string): Promise<StaticRole | undefined> {
+export async function rotateStaticRole(engine: LdapEngine, name: string, { scheduled = false } = {}): Promise<StaticRole | undefined> {
   return engine.locks.run(staticRoleKey(name), async () => {
-    const role = await readStaticRole(engine.storage, name);
-    if (!role) {
+    const snapshot = await readStaticRoleSnapshot(engine.storage, name);
+    if (!snapshot) {
       engine.scheduler.unschedule(name);
+      return undefined;
+    }
+    const { role } = snapshot;
+    const now = engine.clock.now();
+    if (scheduled && role.next_rotation > now && (await readWal(engine.storage, staticRoleTarget(name))) === undefined) {
+      engine.scheduler.schedule(name, role.next_rotation);
       return undefined;
     }
     let searchedDn: string | undefined;
     try {
       let rotated: StaticRole = role;
-      await changePasswordWithWal(engine, {
+      const changed = await changePasswordWithWal(engine, {
         target: staticRoleTarget(name),
         account: { dn: role.dn || undefined, username: role.username },
         knownDn: role.resolved_dn || undefined,
@@ -95,20 +125,32 @@ export async function rotateStaticRole(engine: LdapEngine, name: string): Promis
           searchedDn = dn;
         },
         commit: (password, dn) => {
-          const now = engine.clock.now();
+          const at = engine.clock.now();
           rotated = {
-            ...role, resolved_dn: role.dn ? role.resolved_dn : dn, password, last_password: role.password, last_rotation: now,
-            next_rotation: now + role.rotation_period * 1000, last_error: '', last_error_time: 0, failed_attempts: 0,
+            ...role, resolved_dn: role.dn ? role.resolved_dn : dn, password, last_password: role.password, last_rotation: at,
+            next_rotation: at + role.rotation_period * 1000, last_error: '', last_error_time: 0, failed_attempts: 0,
           };
           return [putStaticRoleOp(rotated)];
         },
+        // Recorded over the role as read: an update or another rotation meanwhile fails this record (the WAL keeps the password).
+        commitConditions: [{ key: staticRoleKey(name), expected: snapshot.raw }],
+        fence: scheduled ? engine.ctx.system.fence() : undefined,
       });
+      // The fence failed: this node no longer leads, and the leader's schedule has the role.
+      if (!changed) return undefined;
       if (searchedDn !== undefined) await releaseStaleDn(engine, name, role.resolved_dn, searchedDn);
       engine.scheduler.schedule(name, rotated.next_rotation);
       return rotated;
     } catch (err) {
       // The claim of a newly found DN is only kept once the role records that DN.
       if (searchedDn !== undefined) await releaseStaleDn(engine, name, searchedDn, role.resolved_dn);
+      // Another node rotated the role at the same time, with the same password (it found this change's WAL, or this
+      // change found its): that rotation is this one's, recorded once.
+      const now = await readStaticRole(engine.storage, name).catch(() => undefined);
+      if (err instanceof ConflictError && now && now.last_rotation > role.last_rotation) {
+        engine.scheduler.schedule(name, now.next_rotation);
+        return now;
+      }
       await recordFailure(engine, name, err);
       throw err;
     }
@@ -125,16 +167,16 @@ async function releaseStaleDn(engine: LdapEngine, name: string, stale: string, k
 
 async function recordFailure(engine: LdapEngine, name: string, err: unknown): Promise<void> {
   const now = engine.clock.now();
-  const role = await readStaticRole(engine.storage, name).catch(() => undefined);
-  const attempts = (role?.failed_attempts ?? 0) + 1;
-  const next = now + retryDelayMs(attempts, engine.options.retryBaseMs, engine.options.retryMaxMs);
   const message = err instanceof StrongroomError ? err.message : 'internal error';
+  let attempts = 1;
+  let next = now + retryDelayMs(attempts, engine.options.retryBaseMs, engine.options.retryMaxMs);
+  // Best effort: if storage is what failed, the in-memory schedule below still retries.
+  await editStaticRole(engine.storage, name, (role) => {
+    attempts = role.failed_attempts + 1;
+    next = now + retryDelayMs(attempts, engine.options.retryBaseMs, engine.options.retryMaxMs);
+    return { ...role, last_error: message, last_error_time: now, failed_attempts: attempts, next_rotation: next };
+  }).catch(() => undefined);
   engine.ctx.logger.warn({ role: name, attempts, retry_in_ms: next - now, error: message }, 'static role rotation failed');
-  if (role) {
-    // Best effort: if storage is what failed, the in-memory schedule below still retries.
-    await writeStaticRole(engine.storage, { ...role, last_error: message, last_error_time: now, failed_attempts: attempts, next_rotation: next })
-      .catch(() => undefined);
-  }
   engine.scheduler.schedule(name, next);
 }
 
@@ -186,7 +228,7 @@ async function createRole(engine: LdapEngine, name: string, req: RoleRequest): P
   await engine.accounts.claim(owner(name), identities(role));
   if (skip) {
     try {
-      await writeStaticRole(engine.storage, role);
+      if (!(await writeStaticRole(engine.storage, role, undefined))) throw new ConflictError(`the static role "${name}" was created at the same time by another request; read it`);
     } catch (err) {
       await engine.accounts.release(owner(name), identities(role));
       throw err;
@@ -225,21 +267,22 @@ async function updateRole(engine: LdapEngine, role: StaticRole, req: RoleRequest
   if (req.has('username') && (req.data.username ?? '').trim() !== role.username) {
     throw new BadRequestError('username: cannot update static account username');
   }
-  const next = { ...role };
-  if (req.has('dn')) {
-    const dn = (req.data.dn ?? '').trim();
-    // "" clears the DN (the username search is used from then on); any other value must be the same entry.
-    if (dn && !(isValidDn(dn) && role.dn && dnEquals(dn, role.dn))) throw new BadRequestError('dn: cannot update static account distinguished name (dn)');
-    next.dn = dn ? role.dn : '';
-  }
   if (req.has('skip_import_rotation')) throw new BadRequestError('skip_import_rotation: skip_import_rotation has no effect on updates');
-  if (req.has('rotation_period')) {
-    next.rotation_period = validatePeriod(req.data.rotation_period);
-    // A role waiting for a retry keeps its retry time; otherwise the period counts from the last rotation.
-    if (!role.last_error) next.next_rotation = (role.last_rotation || engine.clock.now()) + next.rotation_period * 1000;
-  }
-  await writeStaticRole(engine.storage, next);
-  engine.scheduler.schedule(role.name, next.next_rotation);
+  const dn = req.has('dn') ? (req.data.dn ?? '').trim() : undefined;
+  // "" clears the DN (the username search is used from then on); any other value must be the same entry.
+  if (dn && !(isValidDn(dn) && role.dn && dnEquals(dn, role.dn))) throw new BadRequestError('dn: cannot update static account distinguished name (dn)');
+  const period = req.has('rotation_period') ? validatePeriod(req.data.rotation_period) : undefined;
+  const updated = await editStaticRole(engine.storage, role.name, (current) => {
+    const next = { ...current };
+    if (dn !== undefined) next.dn = dn ? current.dn : '';
+    if (period !== undefined) {
+      next.rotation_period = period;
+      // A role waiting for a retry keeps its retry time; otherwise the period counts from the last rotation.
+      if (!current.last_error) next.next_rotation = (current.last_rotation || engine.clock.now()) + period * 1000;
+    }
+    return next;
+  });
+  if (updated) engine.scheduler.schedule(role.name, updated.next_rotation);
 }
 
 async function deleteRole(engine: LdapEngine, name: string): Promise<void> {
@@ -305,19 +348,29 @@ export function staticRolesPart(engine: LdapEngine): LdapEnginePart {
         },
       }),
     ],
-    async initialize() {
-      const names = await listStaticRoleNames(engine.storage);
-      const pending = new Set(await listWalTargets(engine.storage, PREFIX));
-      const now = engine.clock.now();
-      for (const name of names) {
-        const role = await readStaticRole(engine.storage, name);
-        if (!role) continue;
-        // An unfinished rotation is finished at once with its WAL password; everything else keeps its time.
-        engine.scheduler.schedule(name, pending.has(staticRoleTarget(name)) ? now : role.next_rotation);
-        pending.delete(staticRoleTarget(name));
-      }
-      // WALs of roles that no longer exist.
-      for (const target of pending) await deleteWal(engine.storage, target);
-    },
+    lead: () => scheduleStaticRoles(engine),
   };
+}
+
+/**
+ * The leader's schedule from storage: every role at its stored time, a role with an unfinished rotation at once (its
+ * WAL password finishes it). Runs when this node takes over, and on a shared store again every few seconds, since
+ * roles are created, updated and rotated by hand on other nodes too. WALs of roles that no longer exist go.
+ */
+export async function scheduleStaticRoles(engine: LdapEngine): Promise<void> {
+  const names = await listStaticRoleNames(engine.storage);
+  const pending = new Set(await listWalTargets(engine.storage, PREFIX));
+  const now = engine.clock.now();
+  for (const name of names) {
+    const role = await readStaticRole(engine.storage, name);
+    if (!role) continue;
+    engine.scheduler.schedule(name, pending.has(staticRoleTarget(name)) ? now : role.next_rotation);
+    pending.delete(staticRoleTarget(name));
+  }
+  for (const target of pending) {
+    const key = walKey(target);
+    // Unless the role was created meanwhile (its WAL is written with it).
+    if (await readStaticRole(engine.storage, target.slice(PREFIX.length))) continue;
+    await engine.storage.transaction([{ type: 'delete', key }], [{ key: staticRoleKey(target.slice(PREFIX.length)), expected: undefined }], [engine.ctx.system.fence()]);
+  }
 }
