@@ -5,13 +5,18 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { TOO_DEEP, TOO_MANY } from '../../src/core/audit/entry.ts';
+import { definePath, type BackendFactory } from '../../src/core/framework.ts';
 import { MemoryStorage } from '../../src/core/storage/memory.ts';
 import { auditDir, auditHash, enableFile, entriesAt, entriesOf, readEntries } from '../support/audit.ts';
 import { freePort } from '../support/ports.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 import { testBackend } from '../support/test-backend.ts';
 
-const backends = { secret: { test: testBackend(new Map()) }, auth: {} };
+/** An engine whose handler fails as a bug would: the client gets a 500. */
+const failingBackend: BackendFactory = () => ({
+  paths: [definePath({ pattern: 'boom', description: 'Fails.', operations: { read: async () => { throw new Error('a bug'); } } })],
+});
+const backends = { secret: { test: testBackend(new Map()), failing: failingBackend }, auth: {} };
 const HMAC = /^hmac-sha256:[0-9a-f]{64}$/;
 const logs = auditDir();
 let s: TestServer;
@@ -19,6 +24,7 @@ let s: TestServer;
 beforeAll(async () => {
   s = await startTestServer({ backends });
   expect((await s.request('POST', 'sys/mounts/kv', { body: { type: 'test' } })).status).toBe(204);
+  expect((await s.request('POST', 'sys/mounts/failing', { body: { type: 'failing' } })).status).toBe(204);
 });
 afterEach(async () => {
   for (const path of Object.keys((await s.request('GET', 'sys/audit')).body.data)) await s.request('DELETE', `sys/audit/${path}`);
@@ -261,6 +267,17 @@ describe('entries', () => {
     const [req, res] = entriesAt(readEntries(file), path);
     expect(req).toMatchObject({ type: 'request', error: expect.stringContaining(error), request: { path, client_token: await auditHash(s, 'refused', token) } });
     expect(res).toMatchObject({ type: 'response', error: req.error, request: { id: req.request.id } });
+  });
+
+  it('"a handler\'s failure is on record": the request entry as it was before the handler, the response entry with the 500 the client got', async () => {
+    const file = logs.file('failing.log');
+    await enableFile(s, 'failing', file);
+    const r = await s.request('GET', 'failing/boom');
+    expect(r.status).toBe(500);
+    const [req, res] = entriesAt(readEntries(file), 'failing/boom');
+    expect(req).not.toHaveProperty('error');
+    expect(res.error).toBe(r.body.errors[0]);
+    expect(res.error).toMatch(/^internal error \(request [0-9a-f-]{36}\)$/);
   });
 
   it('"unauthenticated requests are on record": no auth block, and a raw answer (sys/health) without its body', async () => {

@@ -4,6 +4,7 @@
 // File targets that fail (/dev/full, a file that cannot be opened again after SIGHUP), socket collectors that die
 // or stop reading, and log rotation by SIGHUP under load in a real server process.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { createSocket } from 'node:dgram';
 import { mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -183,6 +184,23 @@ describe('socket devices', () => {
       expect(s.core.audit.failures()[`sock-${type}/`]).toEqual({ type: 'socket', request: 3, response: 0 });
     });
   }
+
+  it('"udp: one datagram per entry"', async () => {
+    const socket = createSocket('udp4');
+    const datagrams: string[] = [];
+    socket.on('message', (m) => datagrams.push(m.toString()));
+    await new Promise<void>((r) => socket.bind(0, '127.0.0.1', r));
+    try {
+      const r = await s.request('PUT', 'sys/audit/udp', { body: { type: 'socket', options: { address: `127.0.0.1:${socket.address().port}`, socket_type: 'udp' } } });
+      expect(r.status).toBe(204);
+      expect((await s.request('POST', 'kv/data/udp', { body: { value: 'v' } })).status).toBe(204);
+      await vi.waitFor(() => expect(datagrams.length).toBe(2));
+      expect(datagrams.every((d) => d.indexOf('\n') === d.length - 1), 'one entry, one line, per datagram').toBe(true);
+      expect(entriesAt(datagrams.map((d) => JSON.parse(d)), 'kv/data/udp').map((e) => e.type)).toEqual(['request', 'response']);
+    } finally {
+      socket.close();
+    }
+  });
 
   it('"a second device carries requests while the collector is gone"', async () => {
     const c = await collector();

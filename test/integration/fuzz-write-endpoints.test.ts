@@ -443,6 +443,10 @@ class Fuzz {
         b['sys/capabilities-self'] = { paths: ['ldap/config', 'sys/mounts'] };
         b['sys/mounts/fuzz'] = { type: 'ldap' };
         b['sys/auth/fuzz'] = { type: 'cloud' };
+        // An audit device that writes nowhere: while it is enabled, every request's entries are built from hostile input.
+        b['sys/audit/fuzz'] = { type: 'file', options: { file_path: 'discard' } };
+        await this.http('PUT', 'sys/audit/fuzz', JSON.stringify(b['sys/audit/fuzz']));
+        b['sys/audit-hash/fuzz'] = { input: 'x' };
         break;
       }
     }

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import nodeVault from 'node-vault';
 import { ENV_NAME, tokenWorks } from '../support/cloud-engine.ts';
 import { startFullServer, type FullServer } from '../support/full-server.ts';
+import { auditDir, readEntries } from '../support/audit.ts';
 import { ouConfig } from '../support/ldap-engine.ts';
 import { canBind, createIsolatedOu, readEntry, type IsolatedOu } from '../support/slapd.ts';
 
@@ -156,6 +157,23 @@ describe('auth/token/roles', () => {
     expect((await vault.tokenLookup({ token: created.client_token })).data).toMatchObject({ path: 'auth/token/create/nv-role/v1', orphan: true, period: 3600 });
     await vault.removeTokenRole({ role_name: 'nv-role' });
     await expect(vault.getTokenRole({ role_name: 'nv-role' })).rejects.toMatchObject({ response: { statusCode: 404 } });
+  });
+});
+
+describe('sys/audit', () => {
+  it('"enable, list, hash, disable" a file audit device through node-vault\'s audit commands (the hash through write)', async () => {
+    const vault = client();
+    const logs = auditDir();
+    try {
+      await vault.enableAudit({ name: 'nv-file', type: 'file', options: { file_path: logs.file() } });
+      expect((await vault.audits()).data['nv-file/']).toMatchObject({ type: 'file', options: { file_path: logs.file() } });
+      const { data } = await vault.write('sys/audit-hash/nv-file', { input: 'a value' });
+      expect(readEntries(logs.file()).find((e) => e.request.path === 'sys/audit-hash/nv-file')!.request.data).toEqual({ input: data.hash });
+      await vault.disableAudit({ name: 'nv-file' });
+      expect((await vault.audits()).data).toEqual({});
+    } finally {
+      logs.cleanup();
+    }
   });
 });
 
