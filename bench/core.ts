@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { benchAuditDevice, child, fmt, load, processCpu, ratio, stop, type Throughput } from './util.ts';
@@ -6,8 +6,9 @@ import { benchAuditDevice, child, fmt, load, processCpu, ratio, stop, type Throu
 const SERVERS = new URL('./servers.ts', import.meta.url).pathname;
 
 /**
- * Full pipeline (token lookup, ACL, routing, barrier decrypt) against a bare Fastify route, and the same read with a
- * file audit device enabled against it without, same run; BENCH_CPU_PROF=<dir> profiles the server.
+ * Full pipeline (token lookup, ACL, routing, barrier decrypt) against a bare Fastify route, the same read with a
+ * file audit device enabled against it without, and against a server without metrics, same run; BENCH_CPU_PROF=<dir>
+ * profiles the server.
  */
 export async function benchCore(seconds: number): Promise<string[]> {
   const dir = mkdtempSync(join(tmpdir(), 'strongroom-bench-'));
@@ -15,6 +16,9 @@ export async function benchCore(seconds: number): Promise<string[]> {
     const bare = await child(SERVERS, ['bare']);
     const profileDir = process.env.BENCH_CPU_PROF;
     const sr = await child(SERVERS, ['strongroom', dir], {}, profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []);
+    const plainDir = join(dir, 'no-metrics');
+    mkdirSync(plainDir);
+    const plain = await child(SERVERS, ['strongroom', plainDir], { BENCH_METRICS: 'off' });
     // Alternating rounds, best of each: on a 2-core machine a single pair is at the mercy of background load.
     // Server CPU per request is printed too: it barely moves with background load, so it shows what a change did.
     type Round = Throughput & { cpuUs?: number };
@@ -24,7 +28,7 @@ export async function benchCore(seconds: number): Promise<string[]> {
       const after = processCpu(pid);
       return { ...round, cpuUs: before && after ? ((after.all - before.all) / (round.rps * seconds)) * 1e6 : undefined };
     };
-    const rounds = { base: [] as Round[], full: [] as Round[], audited: [] as Round[] };
+    const rounds = { base: [] as Round[], full: [] as Round[], audited: [] as Round[], plain: [] as Round[] };
     const read = () => measure(sr.proc.pid!, `${sr.info.url}/v1/kv/data/app/config`, { 'x-service-token': String(sr.info.token) });
     for (let i = 0; i < 2; i++) {
       rounds.base.push(await measure(bare.proc.pid!, `${bare.info.url}/v1/bare`));
@@ -32,8 +36,10 @@ export async function benchCore(seconds: number): Promise<string[]> {
       await benchAuditDevice(String(sr.info.url), join(dir, `audit-${i}.log`));
       rounds.audited.push(await read());
       await benchAuditDevice(String(sr.info.url), undefined);
+      rounds.plain.push(await measure(plain.proc.pid!, `${plain.info.url}/v1/kv/data/app/config`, { 'x-service-token': String(plain.info.token) }));
     }
     await stop(bare.proc);
+    await stop(plain.proc);
     await stop(sr.proc, profileDir ? 'SIGINT' : 'SIGTERM');
     const best = (xs: Round[]) => xs.reduce((a, b) => (b.rps > a.rps ? b : a));
     const base = best(rounds.base);
@@ -41,6 +47,8 @@ export async function benchCore(seconds: number): Promise<string[]> {
     const audited = best(rounds.audited);
     const r = ratio(full.rps, base.rps);
     const ra = ratio(audited.rps, full.rps);
+    const withoutMetrics = best(rounds.plain);
+    const rm = ratio(full.rps, withoutMetrics.rps);
     const cpu = (x: Round) => (x.cpuUs === undefined ? '' : `, server CPU ${fmt(x.cpuUs, 1)} µs/request`);
     return [
       `core: bare Fastify JSON route          ${fmt(base.rps)} req/s (p99 ${base.p99} ms, errors ${base.errors}${cpu(base)})`,
@@ -48,6 +56,8 @@ export async function benchCore(seconds: number): Promise<string[]> {
       `core: ratio ${fmt(r, 2)}x (target >= 0.50x) ${r >= 0.5 ? 'OK' : 'BELOW TARGET'}`,
       `core: the same read, file audit device ${fmt(audited.rps)} req/s (p99 ${audited.p99} ms, errors ${audited.errors}${cpu(audited)})`,
       `core: audited ratio ${fmt(ra, 2)}x the read without (target >= 0.70x) ${ra >= 0.7 ? 'OK' : 'BELOW TARGET'}`,
+      `core: the same read, no metrics         ${fmt(withoutMetrics.rps)} req/s (p99 ${withoutMetrics.p99} ms, errors ${withoutMetrics.errors}${cpu(withoutMetrics)})`,
+      `core: with metrics ${fmt(rm, 2)}x the read without (target >= 0.95x) ${rm >= 0.95 ? 'OK' : 'BELOW TARGET'}`,
     ];
   } finally {
     rmSync(dir, { recursive: true, force: true });

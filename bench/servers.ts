@@ -2,6 +2,7 @@
  * Child processes for the benchmarks, so a server never shares an event loop with the load generator:
  *   servers.ts bare            — a bare Fastify JSON route (the baseline)
  *   servers.ts strongroom DIR  — the full server on SQLite in DIR, with a stored object and a read-only token
+ *                                (BENCH_METRICS=off: without metrics, the baseline of their cost)
  *   servers.ts ldap DIR        — the same, plus the real ldap/ engine configured from BENCH_LDAP (JSON:
  *                                {config, role}) with static role `bench`, readable by the same token
  *   servers.ts leases DIR N    — registers N leases in DIR, then exits
@@ -46,7 +47,9 @@ if (mode === 'bare') {
   ready({ url: await app.listen({ host: '127.0.0.1', port: 0 }) });
 } else if (mode === 'strongroom' || mode === 'ldap') {
   const ldap = mode === 'ldap' ? (JSON.parse(process.env.BENCH_LDAP ?? '{}') as { config: unknown; role: unknown }) : undefined;
-  const s = await createServer(settingsFor(dir), createLogger('silent'), { backends: ldap ? { ...backends, secret: { ...backends.secret, ldap: ldapBackend() } } : backends });
+  const s = await createServer(settingsFor(dir), createLogger('silent'), {
+    backends: ldap ? { ...backends, secret: { ...backends.secret, ldap: ldapBackend() } } : backends, metrics: process.env.BENCH_METRICS !== 'off',
+  });
   const url = await s.app.listen({ host: '127.0.0.1', port: 0 });
   const call = async (method: string, path: string, body?: unknown, token = 'root') => {
     const res = await s.app.inject({ method: method as 'GET', url: `/v1/${path}`, headers: { 'x-service-token': token, 'content-type': 'application/json' }, payload: body === undefined ? undefined : JSON.stringify(body) });

@@ -16,6 +16,7 @@ import { SqliteStorage } from './core/storage/sqlite.ts';
 import { StorageUnavailableError, type Storage } from './core/storage/types.ts';
 import { backendTypes, defaultMounts } from './engines.ts';
 import { buildApp } from './http/app.ts';
+import { Telemetry } from './telemetry/telemetry.ts';
 import { apiAddress, postgresOptions, readTls, storageUrl, type Settings } from './settings.ts';
 
 export interface Server {
@@ -33,6 +34,8 @@ export interface ServerOverrides {
   backends?: BackendRegistry;
   /** The cluster's timings, shortened by tests. */
   cluster?: Partial<ClusterTimings>;
+  /** False runs the server without metrics (the benchmark's baseline); sys/metrics then answers 400. */
+  metrics?: boolean;
 }
 
 export class StartupError extends Error {}
@@ -88,18 +91,25 @@ export function resolveUnsealKey(settings: Settings, logger: Logger): Buffer {
   return key;
 }
 
+/** The physical store as Vault's storage metrics name it (vault_<name>_get ...). */
+function storageBackendName(url: string): string {
+  return url === 'memory' ? 'inmem' : url.startsWith('sqlite:') ? 'sqlite' : 'postgres';
+}
+
 /** The composition root: storage, core with built-ins and engines, HTTP app. */
 export async function createServer(settings: Settings, logger: Logger, overrides: ServerOverrides = {}): Promise<Server> {
   const storage = overrides.storage ?? await openStorage(storageUrl(settings), postgresOptions(settings));
+  const telemetry = overrides.metrics === false ? undefined : new Telemetry({ logger, storageBackend: storageBackendName(storageUrl(settings)) });
   const core = new Core({
     storage,
+    telemetry,
     clock: overrides.clock ?? systemClock,
     logger,
     defaultLeaseTtl: settings.STRONGROOM_DEFAULT_LEASE_TTL,
     maxLeaseTtl: settings.STRONGROOM_MAX_LEASE_TTL,
     revokeRetry: { baseDelayMs: settings.STRONGROOM_REVOKE_RETRY_BASE * 1000, maxAttempts: settings.STRONGROOM_REVOKE_MAX_ATTEMPTS },
     backends: overrides.backends ?? backendTypes,
-    builtins: { system: systemBackend, token: tokenBackend, identity: identityBackend({ defaultIssuer: apiAddress(settings) }) },
+    builtins: { system: systemBackend({ unauthenticatedMetrics: settings.STRONGROOM_UNAUTHENTICATED_METRICS }), token: tokenBackend, identity: identityBackend({ defaultIssuer: apiAddress(settings) }) },
     defaultMounts,
     audit: { allowPrefix: settings.STRONGROOM_AUDIT_ALLOW_PREFIX, allowRaw: settings.STRONGROOM_AUDIT_ALLOW_RAW },
     apiAddress: apiAddress(settings),
@@ -119,6 +129,7 @@ export async function createServer(settings: Settings, logger: Logger, overrides
     await storage.close();
     throw err;
   }
+  telemetry?.watch({ leases: core.leases, audit: core.audit, leading: () => core.cluster.leading });
   const app = buildApp(core, {
     logger,
     maxRequestSize: settings.STRONGROOM_MAX_REQUEST_SIZE,

@@ -42,6 +42,7 @@ export const settingsSchema = z.object({
   STRONGROOM_MAX_LEASE_TTL: duration('STRONGROOM_MAX_LEASE_TTL').default(768 * 3600),
   STRONGROOM_REVOKE_RETRY_BASE: duration('STRONGROOM_REVOKE_RETRY_BASE').default(10),
   STRONGROOM_REVOKE_MAX_ATTEMPTS: z.coerce.number().int().positive().default(6),
+  STRONGROOM_UNAUTHENTICATED_METRICS: bool.default(false),
   STRONGROOM_AUDIT_ALLOW_PREFIX: bool.default(false),
   STRONGROOM_AUDIT_ALLOW_RAW: bool.default(false),
 }).refine((s) => s.STRONGROOM_DEFAULT_LEASE_TTL <= s.STRONGROOM_MAX_LEASE_TTL, { message: 'STRONGROOM_DEFAULT_LEASE_TTL must not exceed STRONGROOM_MAX_LEASE_TTL' })

@@ -22,6 +22,8 @@ import type { Storage, StorageCondition } from './storage/types.ts';
 import { GuardError, StorageView, type PreparedWrite } from './storage/view.ts';
 import { TokenStore, tokenLeaseId, type TokenEntry } from './tokens.ts';
 import { issueToken, type IssuedToken } from './token-issue.ts';
+import { NO_METRICS } from '../telemetry/families.ts';
+import type { Telemetry } from '../telemetry/telemetry.ts';
 import { VERSION } from './version.ts';
 
 export interface CoreRequest {
@@ -39,6 +41,18 @@ export interface CoreResponse {
   status: number;
   headers: Record<string, string>;
   body: string | Buffer | undefined;
+  /** What the request turned out to be, for the access log (set by `handle`). */
+  served?: ServedRequest;
+}
+
+/** What the core learns of a request as it handles it: labels for its metrics and fields of its access log line. */
+export interface ServedRequest {
+  id: string;
+  /** The mount it was routed to ("ldap/"), if any. */
+  mount: string | undefined;
+  operation: Operation | undefined;
+  /** A request to an auth method's login path. */
+  login: boolean;
 }
 
 /** Engine and auth method factories by type; a type name may exist in both classes ("cloud"). */
@@ -63,6 +77,8 @@ export interface CoreOptions {
   defaultMounts: Array<{ path: string; type: string; description: string }>;
   /** What audit devices may be enabled with beyond the defaults (server settings). */
   audit?: AuditSettings;
+  /** Where requests, storage calls, tokens, leases and mounts record metrics; none are kept without it. */
+  telemetry?: Telemetry;
   /** Where clients reach this node, as sys/leader and sys/ha-status show it. */
   apiAddress?: string;
   /** The cluster's timings, where a test shortens them. */
@@ -118,7 +134,7 @@ export class Core {
     this.options = options;
     this.clock = options.clock;
     this.logger = options.logger;
-    this.barrier = new Barrier(options.storage);
+    this.barrier = new Barrier(options.telemetry?.instrument(options.storage) ?? options.storage);
     const sys = new StorageView(this.barrier, 'sys/');
     this.systemView = sys;
     const apiAddress = options.apiAddress ?? '';
@@ -143,6 +159,7 @@ export class Core {
       mountMaxTtl: (mountPath) => this.effectiveTtls(this.mounts.get(mountPath)).max,
       guards: (lease) => [...(lease.kind === 'secret' && lease.tokenSalted ? [this.tokens.notRevoking(lease.tokenSalted)] : []), this.notDisabling(lease.mountPath)],
       retry: options.revokeRetry,
+      events: options.telemetry?.leaseEvents,
       cluster: options.storage.shared ? { nodeId: this.cluster.nodeId, alive: (id) => this.cluster.alive(id), fence: () => this.cluster.fence() } : undefined,
     });
   }
@@ -417,11 +434,13 @@ export class Core {
       return;
     }
     const info: MountInfo = { path: entry.path, accessor: entry.accessor, type: entry.type, class: entry.class };
+    const metrics = this.options.telemetry?.forMount(entry.path) ?? NO_METRICS;
     const ctx: BackendContext = {
       storage: new StorageView(this.barrier, storagePrefix(entry)),
       clock: this.clock,
       logger: this.logger.child({ mount: entry.path }),
       mount: info,
+      metrics,
       system: {
         defaultLeaseTtl: () => this.effectiveTtls(this.mounts.get(entry.path) ?? entry).default,
         maxLeaseTtl: () => this.effectiveTtls(this.mounts.get(entry.path) ?? entry).max,
@@ -439,6 +458,12 @@ export class Core {
       },
     };
     const backend = await factory(ctx);
+    // The mount's gauges go with its backend, whatever ends it (a disable, a move, shutdown).
+    const cleanup = backend.cleanup?.bind(backend);
+    backend.cleanup = async () => {
+      metrics.close();
+      await cleanup?.();
+    };
     const mounted: Mounted = { entry, backend, leading: false, table: new PathTable(backend), secrets: new Map((backend.secrets ?? []).map((s) => [s.type, s])), info, storage: ctx.storage };
     this.#mounted.set(entry.uuid, mounted);
     await backend.initialize?.();
@@ -548,11 +573,20 @@ export class Core {
   // ---- request pipeline -------------------------------------------------------------------------
 
   async handle(req: CoreRequest): Promise<CoreResponse> {
-    const requestId = newRequestId();
+    const started = performance.now();
+    const served: ServedRequest = { id: newRequestId(), mount: undefined, operation: undefined, login: false };
+    const res = await this.#answer(req, served);
+    res.served = served;
+    this.options.telemetry?.request(served, res.status, started);
+    return res;
+  }
+
+  async #answer(req: CoreRequest, served: ServedRequest): Promise<CoreResponse> {
+    const requestId = served.id;
     // Without audit devices this boolean is all auditing costs a request.
     const audit = this.audit.enabled ? new AuditRecord(req, requestId) : undefined;
     try {
-      const res = await this.#handle(req, requestId, audit);
+      const res = await this.#handle(req, requestId, audit, served);
       return audit ? await this.audit.logResponse(audit, res) : res;
     } catch (err) {
       const res = this.#errorResponse(err, requestId, req.path);
@@ -560,15 +594,17 @@ export class Core {
     }
   }
 
-  async #handle(req: CoreRequest, requestId: string, audit: AuditRecord | undefined): Promise<CoreResponse> {
+  async #handle(req: CoreRequest, requestId: string, audit: AuditRecord | undefined, served: ServedRequest): Promise<CoreResponse> {
     const problem = pathProblem(req.path);
     if (problem) throw new BadRequestError(problem);
     let operation = operationFor(req);
+    served.operation = operation;
     let path = req.path;
     if (operation === 'list' && !path.endsWith('/')) path += '/';
     if (this.sealed) throw new SealedError();
 
     const entry = this.mounts.match(path);
+    served.mount = entry?.path;
     if (entry && (this.#disabling.has(entry.path) || this.#disablingAnywhere.has(entry.path))) throw new StrongroomError(503, `the mount "${entry.path}" is being disabled or moved`);
     const mounted = entry ? this.#mounted.get(entry.uuid) : undefined;
     let relative = entry ? path.slice(entry.path.length) : path;
@@ -586,6 +622,7 @@ export class Core {
     for (const k in input) if (input[k] === null) delete input[k];
 
     const unauthenticated = (match?.def.unauthenticated ?? false) || UNAUTHENTICATED_SYS.has(path);
+    served.login = entry?.class === 'auth' && (match?.def.unauthenticated ?? false);
     const presented = req.token ? await this.tokens.lookup(req.token) : undefined;
     // A token bound to networks is refused outside them on every use, not only where it was issued.
     const usable = presented && (presented.boundCidrs.length === 0 || addressInCidrs(req.remoteAddress, presented.boundCidrs)) ? presented : undefined;
@@ -631,6 +668,7 @@ export class Core {
     if (operation === 'update' && match.def.existenceCheck && errors.length === 0) {
       if (!(await match.def.existenceCheck(backendReq))) operation = 'create';
       backendReq.operation = operation;
+      served.operation = operation;
     }
     if (acl) {
       const decision = acl.allowOperation(path, operation, parameterView(input, values, match.def.fields), { rootProtected: isRootProtected(path) });
@@ -730,6 +768,7 @@ export class Core {
       parent: '', renewable: spec.renewable ?? true, entityId, meta: spec.metadata, boundCidrs: spec.boundCidrs ?? [],
       mountAccessor: mounted.entry.accessor, internal: spec.internal ?? {}, guards: [this.notDisabling(mounted.entry.path)],
     });
+    this.options.telemetry?.tokenCreated(mounted.entry, issued.entry.ttl);
     return issued.auth;
   }
 

@@ -20,6 +20,8 @@ export interface Field<T = unknown> {
   required?: boolean;
   /** Secret fields are never echoed back and are redacted in logs. */
   secret?: boolean;
+  /** The values a string field accepts (compared trimmed and without case; the handler canonicalises): its enum. */
+  oneOf?: readonly string[];
 }
 
 interface FieldOptions<T> {
@@ -41,6 +43,7 @@ export const FIELD_LIMITS = Object.freeze({
 
 interface StringOptions extends FieldOptions<string> {
   maxLength?: number;
+  oneOf?: readonly string[];
 }
 interface IntOptions extends FieldOptions<number> {
   min?: number;
@@ -97,10 +100,12 @@ function checkString(s: string, max: number, what: string): string {
   return s;
 }
 
-function decodeString(v: unknown, maxLength: number): string {
+function decodeString(v: unknown, { maxLength = FIELD_LIMITS.stringLength, oneOf }: StringOptions): string {
   const s = typeof v === 'number' ? String(v) : typeof v === 'boolean' ? (v ? '1' : '0') : v;
   if (typeof s !== 'string') throw new FieldError('expected a string');
-  return checkString(s, maxLength, 'a string');
+  checkString(s, maxLength, 'a string');
+  if (oneOf && !oneOf.includes(s.trim().toLowerCase())) throw new FieldError(`expected one of ${oneOf.map((o) => JSON.stringify(o)).join(', ')}`);
+  return s;
 }
 
 const TRUE = new Set(['1', 't', 'T', 'TRUE', 'true', 'True']);
@@ -205,8 +210,8 @@ const splitComma = (s: string, limit: number) => s.split(',', limit);
 const whole = (s: string) => [s];
 
 export const field = {
-  string: (description: string, opts: StringOptions = {}) => build('string', decoder((v) => decodeString(v, opts.maxLength ?? FIELD_LIMITS.stringLength)), description, opts),
-  lowercase: (description: string, opts: StringOptions = {}) => build('string', decoder((v) => decodeString(v, opts.maxLength ?? FIELD_LIMITS.stringLength).toLowerCase()), description, opts),
+  string: (description: string, opts: StringOptions = {}) => ({ ...build('string', decoder((v) => decodeString(v, opts)), description, opts), oneOf: opts.oneOf }),
+  lowercase: (description: string, opts: StringOptions = {}) => ({ ...build('string', decoder((v) => decodeString(v, opts).toLowerCase()), description, opts), oneOf: opts.oneOf }),
   bool: (description: string, opts: FieldOptions<boolean> = {}) => build('bool', decoder(decodeBool), description, opts),
   int: (description: string, opts: IntOptions = {}) => build('int', decoder((v) => decodeInt(v, opts)), description, opts),
   duration: (description: string, opts: DurationOptions = {}) => {

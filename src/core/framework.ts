@@ -3,6 +3,7 @@ import type { Clock } from './clock.ts';
 import { BadRequestError } from './errors.ts';
 import type { FieldValues, Fields } from './fields.ts';
 import type { PreparedWrite, StorageView } from './storage/view.ts';
+import type { MountMetrics } from '../telemetry/families.ts';
 
 /**
  * The contract between the core and every engine or auth method ("backend"). A backend declares its paths;
@@ -124,6 +125,8 @@ export interface PathDefinition<F extends Fields = Fields> {
   existenceCheck?: (req: BackendRequest<F>) => Promise<boolean>;
   /** Login paths and public discovery documents are reachable without a token. */
   unauthenticated?: boolean;
+  /** The content types of the raw answer (`RawResponse`) this path gives instead of the envelope, for the OpenAPI document. */
+  rawResponse?: string[];
   /**
    * Names the backend normalises (lower-cased role names, trimmed policy names): each named capture's canonical
    * spelling. The core rewrites the request path with them before the ACL check, the lease id and the handler see
@@ -242,6 +245,8 @@ export interface BackendContext {
   logger: Logger;
   mount: MountInfo;
   system: SystemView;
+  /** Where the backend records its own events and gauges, labelled with its mount (src/telemetry/families.ts). */
+  metrics: MountMetrics;
 }
 
 export type BackendFactory = (ctx: BackendContext) => Backend | Promise<Backend>;

@@ -31,6 +31,15 @@ export const leaseEntrySchema = z.object({
 export type LeaseEntry = z.infer<typeof leaseEntrySchema>;
 export type NewLease = Omit<LeaseEntry, 'attempts' | 'nextAttempt' | 'irrevocable' | 'revokeError' | 'lastRenewal' | 'issuedAs'>;
 
+/** What the lease manager reports as it works, for metrics (by the mount the lease belongs to). */
+export interface LeaseEvents {
+  registered(mountPath: string): void;
+  /** `started` is performance.now() when the revocation began. */
+  revoked(mountPath: string, started: number): void;
+  /** The engine's revoke failed (a forced revocation then removes the lease anyway). */
+  revokeFailed(mountPath: string): void;
+}
+
 export interface LeaseManagerDeps {
   view: StorageView;
   clock: Clock;
@@ -42,6 +51,7 @@ export interface LeaseManagerDeps {
   /** Guards a new lease must hold when it lands: its token is not being revoked, its mount not being disabled. */
   guards(lease: NewLease): StorageCondition[];
   retry: { baseDelayMs: number; maxAttempts: number };
+  events?: LeaseEvents;
   /**
    * On a shared store (several nodes): this node's id, whether a node is alive, and the leader's fence. Revocations
    * are then claimed in storage first, and expiries carry the fence (docs/ha.md). Absent on a store of one node.
@@ -69,6 +79,8 @@ const NEAR_SCAN_MS = 1000;
 const CLAIM_WAIT_MS = 60_000;
 const bucketName = (ms: number) => String(Math.floor(ms / BUCKET_MS)).padStart(13, '0');
 const leaseKey = (id: string) => createHash('sha256').update(id).digest('hex').slice(0, 32);
+/** An index of the irrevocable leases, so counting them is one listing (leases marked before it existed are not in it). */
+const irrevocableKey = (id: string) => `irrevocable/${leaseKey(id)}`;
 
 /**
  * Leases: registration, renewal, revocation, and expiry. Start-up never loads every lease: a time index
@@ -135,6 +147,12 @@ export class LeaseManager {
     return () => cancel();
   }
 
+  /** Leases stored and how many of them are irrevocable, for metrics. */
+  async counts(): Promise<{ leases: number; irrevocable: number }> {
+    const [ids, irrevocable] = await Promise.all([this.#d.view.listRecursive('id/'), this.#d.view.list('irrevocable/')]);
+    return { leases: ids.length, irrevocable: irrevocable.length };
+  }
+
   /** Waits for revocations already running (used at shutdown and by tests). */
   async idle(): Promise<void> {
     await Promise.allSettled([...this.#inFlight.values()]);
@@ -149,7 +167,10 @@ export class LeaseManager {
   /** A lease and the writes that store it, for committing together with what it belongs to (a token). */
   prepare(entry: NewLease): { lease: LeaseEntry; write: PreparedWrite } {
     const full: LeaseEntry = { ...entry, attempts: 0, nextAttempt: 0, irrevocable: false, revokeError: '', lastRenewal: 0, issuedAs: '' };
-    return { lease: full, write: { ops: this.#d.view.qualify(this.#records(full)), conditions: this.#d.guards(entry), committed: () => this.#armIfSoon(full) } };
+    return { lease: full, write: { ops: this.#d.view.qualify(this.#records(full)), conditions: this.#d.guards(entry), committed: () => {
+      this.#armIfSoon(full);
+      this.#d.events?.registered(full.mountPath);
+    } } };
   }
 
   /** The record of a lease and its index entries (expiry time, issuing token, the id it was issued under). */
@@ -157,6 +178,7 @@ export class LeaseManager {
     const ops: StorageOp[] = [{ type: 'put', key: `id/${entry.id}`, value: Buffer.from(JSON.stringify(entry)) }];
     // An irrevocable lease waits for an operator, not a time (see #failed).
     if (!entry.irrevocable) ops.push({ type: 'put', key: `time/${bucketName(this.#dueAt(entry))}/${leaseKey(entry.id)}`, value: Buffer.from(entry.id) });
+    else ops.push({ type: 'put', key: irrevocableKey(entry.id), value: Buffer.from(entry.id) });
     if (entry.tokenSalted && entry.kind === 'secret') ops.push({ type: 'put', key: `token/${entry.tokenSalted}/${leaseKey(entry.id)}`, value: Buffer.from(entry.id) });
     if (entry.issuedAs) ops.push({ type: 'put', key: `moved/${leaseKey(entry.issuedAs)}`, value: Buffer.from(entry.id) });
     return ops;
@@ -313,15 +335,17 @@ export class LeaseManager {
       }
       if (!claim) return;
     }
+    const started = performance.now();
     try {
       if (entry.kind === 'token') await this.#d.revokeToken(entry.tokenSalted);
       else {
         const secret = this.#d.secretType(entry.mountPath, entry.secretType);
         if (!secret) throw new Error(`no engine at "${entry.mountPath}" can revoke secrets of type "${entry.secretType}"`);
         await secret.revoke(this.#view(entry, entry.ttl));
-        this.#d.logger.debug({ lease_id: entry.id, node_id: this.#d.cluster?.nodeId }, 'the engine revoked a lease');
+        this.#d.logger.debug({ lease_id: entry.id }, 'the engine revoked a lease');
       }
     } catch (err) {
+      this.#d.events?.revokeFailed(entry.mountPath);
       if (!force) {
         if (claim) await this.#d.view.transaction([{ type: 'delete', key: this.#claimKey(entry) }], [{ key: this.#claimKey(entry), expected: claim }]).catch(() => undefined);
         throw err;
@@ -329,6 +353,7 @@ export class LeaseManager {
       this.#d.logger.warn({ lease_id: id, err: errorText(err) }, 'forced revocation ignored an engine error');
     }
     await this.#delete(entry);
+    this.#d.events?.revoked(entry.mountPath, started);
   }
 
   #claimKey(entry: LeaseEntry): string {
@@ -397,6 +422,7 @@ export class LeaseManager {
         await this.#d.view.transaction([
           { type: 'put', key: `id/${entry.id}`, value: Buffer.from(JSON.stringify(updated)) },
           { type: 'delete', key: `time/${bucketName(this.#dueAt(entry))}/${leaseKey(entry.id)}` },
+          { type: 'put', key: irrevocableKey(entry.id), value: Buffer.from(entry.id) },
         ]);
         return;
       }
@@ -431,6 +457,7 @@ export class LeaseManager {
     ];
     if (entry.tokenSalted && entry.kind === 'secret') ops.push({ type: 'delete', key: `token/${entry.tokenSalted}/${leaseKey(entry.id)}` });
     if (entry.issuedAs) ops.push({ type: 'delete', key: `moved/${leaseKey(entry.issuedAs)}` });
+    if (entry.irrevocable) ops.push({ type: 'delete', key: irrevocableKey(entry.id) });
     if (this.#d.cluster) ops.push({ type: 'delete', key: this.#claimKey(entry) });
     return ops;
   }

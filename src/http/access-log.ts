@@ -1,7 +1,11 @@
 import type { Logger } from 'pino';
+import type { ServedRequest } from '../core/core.ts';
 
-/** One line per answered request: the path without its query (a query may carry a token), status and time. */
-export type AccessLog = (method: string, target: string, status: number, ms: number) => void;
+/**
+ * One line per answered request: its request id, the path without its query (a query may carry a token), the mount
+ * and operation it was routed to, status and time. Nothing of its body, headers or answer.
+ */
+export type AccessLog = (method: string, target: string, status: number, ms: number, served: ServedRequest | undefined) => void;
 
 /**
  * The level is fixed at start, so at a quieter level there is no access log at all, and callers skip the work
@@ -9,5 +13,7 @@ export type AccessLog = (method: string, target: string, status: number, ms: num
  */
 export function accessLog(logger: Logger): AccessLog | undefined {
   if (!logger.isLevelEnabled('info')) return undefined;
-  return (method, target, status, ms) => logger.info({ method, path: target.split('?', 1)[0], status, ms: Math.round(ms) }, 'request');
+  return (method, target, status, ms, served) => logger.info({
+    request_id: served?.id, method, path: target.split('?', 1)[0], mount: served?.mount, operation: served?.operation, status, ms: Math.round(ms),
+  }, 'request');
 }

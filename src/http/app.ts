@@ -1,6 +1,6 @@
 import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify';
 import type { Logger } from 'pino';
-import type { Core, CoreResponse } from '../core/core.ts';
+import type { Core, CoreResponse, ServedRequest } from '../core/core.ts';
 import { PayloadTooLargeError, StrongroomError } from '../core/errors.ts';
 import { accessLog } from './access-log.ts';
 import { cappedBody, storageUnavailable } from './admission.ts';
@@ -105,8 +105,9 @@ export function buildApp(core: Core, opts: AppOptions): FastifyInstance {
 
   // The access log line; none at a quieter level (see accessLog), so no hook either.
   if (logAccess) {
+    app.decorateReply('served', null);
     app.addHook('onResponse', (req, reply, done) => {
-      logAccess(req.method, req.url, reply.statusCode, reply.elapsedTime);
+      logAccess(req.method, req.url, reply.statusCode, reply.elapsedTime, reply.served ?? undefined);
       done();
     });
   }
@@ -144,10 +145,18 @@ export function buildApp(core: Core, opts: AppOptions): FastifyInstance {
         remotePort: req.socket.remotePort,
       });
       await endOfTurn();
+      if (logAccess) reply.served = res.served ?? null;
       return sendCoreResponse(reply, res);
     },
   });
   return app;
+}
+
+declare module 'fastify' {
+  interface FastifyReply {
+    /** What the core made of the request, for its access log line. */
+    served: ServedRequest | null;
+  }
 }
 
 let turnEnd: Promise<void> | undefined;

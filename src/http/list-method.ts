@@ -30,7 +30,7 @@ export function answerListFromRawPacket(
   }
   const send = (res: CoreResponse) => {
     writeRaw(socket, res);
-    logAccess?.('LIST', m[1], res.status, performance.now() - started);
+    logAccess?.('LIST', m[1], res.status, performance.now() - started, res.served);
   };
   const fail = (status: number, errors: string[]) => send({ status, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ errors }) });
   let target: ReturnType<typeof splitTarget>;

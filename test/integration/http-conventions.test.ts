@@ -172,7 +172,7 @@ describe('the access log', () => {
   });
   afterAll(() => server.close());
 
-  it('"a LIST answered from the raw packet logs the same line as any request: method, path without query, status, ms; never the token"', async () => {
+  it('"a LIST answered from the raw packet logs the same line as any request: request id, method, path without query, mount, operation, status, ms; never the token"', async () => {
     logged = '';
     const secret = 'hvs.query-token-never-logged';
     for (const auth of [['-H', 'X-Vault-Token: root-token-never-logged'], ['-H', 'Authorization: Bearer root-token-never-logged'], []]) {
@@ -182,15 +182,21 @@ describe('the access log', () => {
     await curl(['-s', '-o', '/dev/null', '--path-as-is', '-X', 'LIST', `${url}/v1/kv/data/%2e%2e/x?token=${secret}`]);
     await curl(['-s', '-o', '/dev/null', '-X', 'LIST', `${url}/elsewhere?token=${secret}`]);
     const got = lines();
-    expect(got.map(({ method, path, status }) => [method, path, status])).toEqual([
-      ['LIST', '/v1/sys/policies/acl', 200], ['GET', '/v1/sys/policies/acl', 200],
-      ['LIST', '/v1/sys/policies/acl', 200], ['GET', '/v1/sys/policies/acl', 200],
-      ['LIST', '/v1/sys/policies/acl', 403], ['GET', '/v1/sys/policies/acl', 403],
-      ['LIST', '/v1/kv/data/%2e%2e/x', 400],
-      ['LIST', '/elsewhere', 404],
+    expect(got.map(({ method, path, status, mount, operation }) => [method, path, status, mount, operation])).toEqual([
+      ['LIST', '/v1/sys/policies/acl', 200, 'sys/', 'list'], ['GET', '/v1/sys/policies/acl', 200, 'sys/', 'list'],
+      ['LIST', '/v1/sys/policies/acl', 200, 'sys/', 'list'], ['GET', '/v1/sys/policies/acl', 200, 'sys/', 'list'],
+      ['LIST', '/v1/sys/policies/acl', 403, 'sys/', 'list'], ['GET', '/v1/sys/policies/acl', 403, 'sys/', 'list'],
+      // Refused before it was routed: no mount or operation to name.
+      ['LIST', '/v1/kv/data/%2e%2e/x', 400, undefined, undefined],
+      // Not an API path: the core never saw it.
+      ['LIST', '/elsewhere', 404, undefined, undefined],
     ]);
-    for (const line of got) expect(Object.keys(line).filter((k) => !['level', 'time', 'pid', 'hostname', 'msg'].includes(k)).sort()).toEqual(['method', 'ms', 'path', 'status']);
+    const fields = (line: Record<string, unknown>) => Object.keys(line).filter((k) => !['level', 'time', 'pid', 'hostname', 'msg'].includes(k)).sort();
+    for (const line of got.slice(0, 6)) expect(fields(line)).toEqual(['method', 'mount', 'ms', 'operation', 'path', 'request_id', 'status']);
+    expect(fields(got[6]!)).toEqual(['method', 'ms', 'path', 'request_id', 'status']);
+    expect(fields(got[7]!)).toEqual(['method', 'ms', 'path', 'status']);
     for (const line of got) expect(line.ms).toEqual(expect.any(Number));
+    for (const line of got.slice(0, 7)) expect(line.request_id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
     expect(logged).not.toContain('never-logged');
   });
 });

@@ -10,6 +10,7 @@ import { configPaths } from './config.ts';
 import { loginPaths, renewLogin } from './login.ts';
 import { CloudAuthProviders } from './providers.ts';
 import { RoleCache, rolePaths } from './roles.ts';
+import { providerMetrics } from '../../providers/azure/observer.ts';
 
 export interface CloudAuthOptions {
   /** Where CLOUD_ENVIRONMENT_FILEPATH is read from (default: the process environment). */
@@ -19,12 +20,12 @@ export interface CloudAuthOptions {
 export function createCloudAuth(options: CloudAuthOptions = {}): BackendFactory {
   return (ctx): Backend => {
     const envOptions = options.envOptions ?? {};
-    const providers = new CloudAuthProviders({ clock: ctx.clock, system: ctx.system, envOptions });
+    const providers = new CloudAuthProviders({ clock: ctx.clock, system: ctx.system, envOptions, observer: providerMetrics(ctx.metrics) });
     const roles = new RoleCache();
     return {
       // login and config are fixed names; role/<name> and the role/ list follow.
       paths: [
-        ...loginPaths({ providers, roles, logger: ctx.logger }),
+        ...loginPaths({ providers, roles, logger: ctx.logger, metrics: ctx.metrics }),
         ...configPaths({ envOptions, onChange: () => providers.reset() }),
         ...rolePaths(ctx.system, roles),
       ],

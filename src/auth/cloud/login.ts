@@ -5,6 +5,7 @@ import { field } from '../../core/fields.ts';
 import { definePath, type AuthResponse, type PathDefinition, type TokenView } from '../../core/framework.ts';
 import { reservedPolicyIn } from '../../core/policy/reserved.ts';
 import type { StorageView } from '../../core/storage/view.ts';
+import { CLOUD_LOGIN_FAILURES, type LoginFailure, type MountMetrics } from '../../telemetry/families.ts';
 import { checkBoundCidrs, grantsSamePolicies, tokenParams } from '../../core/token-fields.ts';
 import { checkPlacementBounds, checkPrincipalBounds, hasResourceBounds, type VerifiedPlacement } from './bounds.ts';
 import { parseClaims } from './claims.ts';
@@ -50,6 +51,7 @@ export interface LoginDeps {
   providers: CloudAuthProviders;
   roles: RoleCache;
   logger: Logger;
+  metrics: MountMetrics;
 }
 
 function aliasMetadata(appid: string | undefined, login: ResourceLogin, placement: VerifiedPlacement | undefined): Record<string, string> {
@@ -64,13 +66,20 @@ function aliasMetadata(appid: string | undefined, login: ResourceLogin, placemen
   return meta;
 }
 
-async function login(deps: LoginDeps, storage: StorageView, remoteAddress: string, data: Record<string, string | undefined>): Promise<AuthResponse> {
+/**
+ * `check` follows the login through its checks, so a refusal is counted by the one that refused it (a bounded reason,
+ * never the role name or a claim).
+ */
+async function login(deps: LoginDeps, storage: StorageView, remoteAddress: string, data: Record<string, string | undefined>, check: { now: LoginFailure }): Promise<AuthResponse> {
   const roleName = data.role ?? '';
   if (!roleName) throw new BadRequestError('missing required field "role": role is required');
   if (!data.jwt) throw new BadRequestError('missing required field "jwt": jwt is required');
+  check.now = 'unknown_role';
   const role = await deps.roles.get(storage, roleName);
   if (!role) throw new BadRequestError(`invalid value for field "role": invalid role name "${roleName}"`);
+  check.now = 'bound_cidrs';
   checkBoundCidrs(role, remoteAddress);
+  check.now = 'invalid_request';
   const request: ResourceLogin = {
     subscription_id: data.subscription_id || undefined, resource_group_name: data.resource_group_name || undefined,
     vm_name: data.vm_name || undefined, vmss_name: data.vmss_name || undefined, resource_id: data.resource_id || undefined,
@@ -79,10 +88,14 @@ async function login(deps: LoginDeps, storage: StorageView, remoteAddress: strin
   const resourceBound = hasResourceBounds(role);
   if (resourceBound) validateResourceLogin(request);
 
+  check.now = 'not_configured';
   const config = await deps.providers.config(storage);
   if (!config) throw new BadRequestError('the auth method is not configured: write tenant_id and resource to config first');
+  check.now = 'jwt';
   const claims = parseClaims(await deps.providers.verifier(config).verify(data.jwt));
+  check.now = 'bound_principal';
   checkPrincipalBounds(role, claims);
+  check.now = 'resource';
   const placement = resourceBound ? await verifyResource(deps.providers.compute(config), role, request, claims) : undefined;
 
   const alias = aliasMetadata(claims.appid, request, placement);
@@ -106,9 +119,12 @@ export function loginPaths(deps: LoginDeps): PathDefinition[] {
       fields,
       operations: {
         update: async (req) => {
+          const check: { now: LoginFailure } = { now: 'invalid_request' };
           try {
-            return { auth: await login(deps, req.storage, req.remoteAddress, req.data) };
+            return { auth: await login(deps, req.storage, req.remoteAddress, req.data, check) };
           } catch (err) {
+            // A directory or ARM that did not answer is not the caller's failure.
+            deps.metrics.counter(CLOUD_LOGIN_FAILURES).inc({ reason: isStrongroomError(err) && err.status >= 500 ? 'upstream' : check.now });
             // The reason names the failed check only; the JWT and claim values never reach the log.
             if (isStrongroomError(err) && err.status < 500) deps.logger.info({ requestId: req.requestId, role: req.data.role, status: err.status, reason: err.message }, 'cloud login refused');
             else deps.logger.warn({ requestId: req.requestId, role: req.data.role, err: isStrongroomError(err) ? err.message : (err as Error).name }, 'cloud login failed');

@@ -11,6 +11,7 @@ import { SdkComputeClient, type ComputeClient } from '../../providers/azure/comp
 import { createCredential } from '../../providers/azure/credentials.ts';
 import { resolveEnvironment, type AzureEnvironment, type ResolveEnvironmentOptions } from '../../providers/azure/environments.ts';
 import { forgetSecret } from '../../providers/azure/logging.ts';
+import type { ProviderObserver } from '../../providers/azure/observer.ts';
 import type { RetryOptions } from '../../providers/azure/retry.ts';
 import type { StorageView } from '../../core/storage/view.ts';
 import { readConfig, type CloudAuthConfig } from './config.ts';
@@ -23,6 +24,7 @@ export interface ProviderDeps {
   clock: Clock;
   system: SystemView;
   envOptions: ResolveEnvironmentOptions;
+  observer?: ProviderObserver;
 }
 
 interface Built {
@@ -107,6 +109,6 @@ export class CloudAuthProviders {
     const { credential } = createCredential({
       tenantId: config.tenant_id, clientId: config.client_id || undefined, clientSecret: config.client_secret || undefined, getAssertion, environment,
     });
-    return new SdkComputeClient({ environment, credential, retry, secrets: config.client_secret ? [config.client_secret] : [] });
+    return new SdkComputeClient({ environment, credential, retry, secrets: config.client_secret ? [config.client_secret] : [], observer: this.#deps.observer });
   }
 }

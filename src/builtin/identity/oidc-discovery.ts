@@ -18,12 +18,14 @@ export function oidcDiscoveryPaths(issuer: PluginIdentityIssuer): PathDefinition
   return [
     definePath({
       pattern: 'oidc/plugins/\\.well-known/openid-configuration',
+      rawResponse: ['application/json'],
       description: 'OpenID discovery document of the plugin identity token issuer, cacheable until the next key change (at most a day).',
       unauthenticated: true,
       operations: { read: async () => rawJson(await issuer.discovery(), cacheFor((await issuer.jwks()).maxAgeSeconds)) },
     }),
     definePath({
       pattern: 'oidc/plugins/\\.well-known/keys',
+      rawResponse: ['application/json'],
       description: 'Public keys (JWKS) that verify plugin identity tokens, cacheable until the next key change (at most a day).',
       unauthenticated: true,
       operations: {

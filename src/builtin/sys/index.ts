@@ -9,15 +9,23 @@ import { mountPaths } from './mounts.ts';
 import { policyPaths } from './policies.ts';
 import { remountPaths } from './remount.ts';
 import { ClusterIdentity, statusPaths } from './status.ts';
+import { telemetryPaths } from './telemetry.ts';
 import { uiMountPaths } from './ui-mounts.ts';
+import { VERSION } from '../../core/version.ts';
+
+export interface SystemBackendOptions {
+  /** STRONGROOM_UNAUTHENTICATED_METRICS. */
+  unauthenticatedMetrics?: boolean;
+}
 
 /** The `sys/` backend: status, control of mounts, policies, leases and audit devices, and what Vault clients ask of the server. */
-export const systemBackend = (core: Core): BackendFactory => () => {
+export const systemBackend = (options: SystemBackendOptions = {}) => (core: Core): BackendFactory => () => {
   const cluster = new ClusterIdentity(core.systemView);
   return {
     paths: [
       ...statusPaths(core, cluster), ...haPaths(core), ...hostInfoPaths(core), ...policyPaths(core), ...capabilitiesPaths(core), ...leasePaths(core),
       ...remountPaths(core), ...mountPaths(core), ...uiMountPaths(core), ...auditPaths(core),
+      ...telemetryPaths(core, { unauthenticatedMetrics: options.unauthenticatedMetrics ?? false, version: VERSION }),
     ],
     initialize: () => cluster.load(),
   };

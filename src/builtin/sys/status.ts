@@ -58,6 +58,7 @@ export function statusPaths(core: Core, cluster: ClusterIdentity): PathDefinitio
       pattern: 'health',
       description: 'Server health for load balancers and container health checks (HEAD: the status alone).',
       unauthenticated: true,
+      rawResponse: ['application/json'],
       fields: healthFields,
       operations: {
         read: async (req) => raw(
@@ -77,6 +78,7 @@ export function statusPaths(core: Core, cluster: ClusterIdentity): PathDefinitio
       pattern: 'seal-status',
       description: 'Seal status.',
       unauthenticated: true,
+      rawResponse: ['application/json'],
       operations: {
         read: async () => raw(200, { type: 'key-file', initialized: true, sealed: core.sealed, t: 1, n: 1, progress: 0, nonce: '', version: VERSION, build_date: '', migration: false, recovery_seal: false, storage_type: core.options.storage.constructor.name }),
       },
@@ -85,6 +87,7 @@ export function statusPaths(core: Core, cluster: ClusterIdentity): PathDefinitio
       pattern: 'init',
       description: 'Whether the store is initialised. Strongroom initialises it at its first start, so initialising through the API is refused.',
       unauthenticated: true,
+      rawResponse: ['application/json'],
       operations: {
         read: async () => raw(200, { initialized: true }),
         update: async () => {

@@ -22,17 +22,30 @@ async function hasMountAccess(core: Core, acl: Acl, policies: string[], mountPat
   return false;
 }
 
+/** Whether a token may use a mount; undefined without a token. */
+async function mountAccess(core: Core, caller: CallerInfo | undefined): Promise<((entry: MountEntry) => Promise<boolean>) | undefined> {
+  if (!caller) return undefined;
+  const acl = await core.policies.aclFor(caller.policies);
+  return (entry: MountEntry) => hasMountAccess(core, acl, caller.policies, entry.path);
+}
+
+/**
+ * The mounts a caller may see (Vault's rule for sys/internal/ui/mounts, and for the OpenAPI document): with a token,
+ * those it has access to; without one, those tuned `listing_visibility: "unauth"`.
+ */
+export async function visibleMounts(core: Core, caller: CallerInfo | undefined): Promise<MountEntry[]> {
+  const access = await mountAccess(core, caller);
+  const out: MountEntry[] = [];
+  for (const entry of core.mounts.all()) if (access ? await access(entry) : entry.config.listing_visibility === 'unauth') out.push(entry);
+  return out;
+}
+
 /**
  * sys/internal/ui/mounts: the mounts a caller can use, as Vault's UI and CLI (`vault kv` detects a path's mount and
  * its version here) read them. Unauthenticated as in Vault, but answered by the token when one is sent: without a
  * token only mounts tuned `listing_visibility: "unauth"` are listed, in a short form.
  */
 export function uiMountPaths(core: Core): PathDefinition[] {
-  const access = async (caller: CallerInfo | undefined) => {
-    if (!caller) return undefined;
-    const acl = await core.policies.aclFor(caller.policies);
-    return (entry: MountEntry) => hasMountAccess(core, acl, caller.policies, entry.path);
-  };
   return [
     definePath({
       pattern: 'internal/ui/mounts',
@@ -40,13 +53,10 @@ export function uiMountPaths(core: Core): PathDefinition[] {
       unauthenticated: true,
       operations: {
         read: async (req) => {
-          const visible = await access(req.caller);
           const data: Record<'secret' | 'auth', Record<string, unknown>> = { secret: {}, auth: {} };
-          for (const entry of core.mounts.all()) {
+          for (const entry of await visibleMounts(core, req.caller)) {
             const key = entry.class === 'auth' ? entry.path.slice('auth/'.length) : entry.path;
-            if (visible ? await visible(entry) : entry.config.listing_visibility === 'unauth') {
-              data[entry.class][key] = visible ? mountInfo(entry) : { type: entry.type, description: entry.description, options: entry.options };
-            }
+            data[entry.class][key] = req.caller ? mountInfo(entry) : { type: entry.type, description: entry.description, options: entry.options };
           }
           return { data };
         },
@@ -59,7 +69,7 @@ export function uiMountPaths(core: Core): PathDefinition[] {
       operations: {
         read: async (req) => {
           const entry = core.mounts.match(req.params.path);
-          const visible = await access(req.caller);
+          const visible = await mountAccess(core, req.caller);
           // One answer for a missing mount and a hidden one: this path must not reveal which mounts exist.
           if (!entry || !visible || !(await visible(entry))) {
             throw new PermissionDeniedError(`preflight capability check returned 403, please ensure client's policies grant access to path "${req.params.path}"`);

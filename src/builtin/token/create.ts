@@ -121,6 +121,7 @@ export function createPaths(core: Core, roles: TokenRoleStore): PathDefinition[]
       parent: orphan ? '' : parent.salted, renewable: ttl === 0 ? false : (d.renewable ?? true) && (role?.renewable ?? true), entityId,
       boundCidrs: role?.token_bound_cidrs ?? [], mountAccessor: tokenMountAccessor(),
     });
+    core.options.telemetry?.tokenCreated(req.mount, issued.entry.ttl);
     return { data: null, authBlock: issued.auth, warnings };
   };
   return [

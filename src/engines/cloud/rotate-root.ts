@@ -15,6 +15,7 @@ import { scopeFor } from '../../providers/azure/environments.ts';
 import { withRetry, type RetryOptions } from '../../providers/azure/retry.ts';
 import { effectiveConfig, overriddenFields, readConfig, writeConfig, type CloudConfig, type PendingRoot } from './config.ts';
 import type { CloudEngine } from './engine.ts';
+import { ROTATE_ROOT, counted, type MountMetrics } from '../../telemetry/families.ts';
 
 /** Entra answers "invalid client secret" until a new password has reached every replica. */
 const NOT_PROPAGATED = (i: { code?: string }): boolean => i.code === 'AADSTS7000215';
@@ -130,14 +131,14 @@ export class RootRotation {
   }
 }
 
-export function rotateRootPaths(rotation: RootRotation): PathDefinition[] {
+export function rotateRootPaths(rotation: RootRotation, metrics: MountMetrics): PathDefinition[] {
   return [
     definePath({
       pattern: 'rotate-root',
       description: 'Replace the client secret of the configured application with one only the engine knows.',
       operations: {
         update: async () => {
-          const warnings = await rotation.rotate();
+          const warnings = await counted(metrics, ROTATE_ROOT, () => rotation.rotate());
           return warnings.length ? { warnings } : undefined;
         },
       },

@@ -16,6 +16,7 @@ import { rotateStaticRole, scheduleStaticRoles, staticRolesPart } from './static
 import { dynamicCredsPart } from './dynamic-creds.ts';
 import { dynamicRolesPart } from './dynamic-roles.ts';
 import { libraryPart } from './library.ts';
+import { registerLdapGauges } from './metrics.ts';
 
 /**
  * Parts in path match order. Their prefixes do not overlap (config, rotate-root, static-role/,
@@ -78,6 +79,7 @@ export function ldapBackend(deps: LdapBackendDeps = {}): BackendFactory {
       run: async (name) => void (await rotateStaticRole(engine, name, { scheduled: true })),
     });
     const parts = PARTS.map((part) => part(engine));
+    registerLdapGauges(engine);
     return {
       paths: parts.flatMap((p) => p.paths),
       secrets: parts.flatMap((p) => p.secrets ?? []),

@@ -19,6 +19,7 @@ import {
   type AccountState, type Borrower, type LentAccount, type LibrarySet,
 } from './library-store.ts';
 import { changePasswordWithWal, walKey } from './rotation.ts';
+import { LDAP_LIBRARY_REFUSED } from '../../telemetry/families.ts';
 
 export const CHECKOUT_SECRET_TYPE = 'ldap_library_checkout';
 
@@ -291,6 +292,7 @@ export function libraryCheckoutPart(engine: Engine): LdapEnginePart {
               const password = await lendTo(account);
               if (password !== undefined) return lent(account, password);
             }
+            engine.ctx.metrics.counter(LDAP_LIBRARY_REFUSED).inc({ set: name });
             throw new BadRequestError('No service accounts available for check-out.');
           },
         },

@@ -8,6 +8,7 @@
 import { definePath } from '../../core/framework.ts';
 import { CONFIG_KEY, ROOT_GRACE_MS, putConfigOp, readConfig, type LdapEngine, type LdapEnginePart } from './config.ts';
 import { changePasswordWithWal, readWal } from './rotation.ts';
+import { ROTATE_ROOT, counted } from '../../telemetry/families.ts';
 
 export const ROOT_TARGET = 'root';
 
@@ -53,7 +54,7 @@ export function rotateRootPart(engine: LdapEngine): LdapEnginePart {
       definePath({
         pattern: 'rotate-root',
         description: 'Rotate the bind password; the new one is known only to the server.',
-        operations: { update: async () => rotateRoot(engine) },
+        operations: { update: async () => counted(engine.ctx.metrics, ROTATE_ROOT, () => rotateRoot(engine)) },
       }),
     ],
     async lead() {

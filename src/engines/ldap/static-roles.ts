@@ -14,6 +14,7 @@ import { refuseBindAccount, type AccountIdentity, type AccountOwner } from './ac
 import { missingConfigError, readConfig, type LdapEngine, type LdapEnginePart } from './config.ts';
 import { UnrecordedPasswordError, changePasswordWithWal, listWalTargets, readWal, walKey } from './rotation.ts';
 import { retryDelayMs } from './scheduler.ts';
+import { LDAP_STATIC_ROTATIONS } from '../../telemetry/families.ts';
 
 /** Role and set names: a word character, optionally followed by [\w-./]* ending in a word character. */
 export const NAME_PATTERN = '\\w(?:[\\w\\-./]*\\w)?';
@@ -139,7 +140,9 @@ export async function rotateStaticRole(engine: LdapEngine, name: string, { sched
       // The fence failed: this node no longer leads, and the leader's schedule has the role.
       if (!changed) return undefined;
       if (searchedDn !== undefined) await releaseStaleDn(engine, name, role.resolved_dn, searchedDn);
+      engine.ctx.metrics.counter(LDAP_STATIC_ROTATIONS).inc({ result: 'success' });
       engine.scheduler.schedule(name, rotated.next_rotation);
+      engine.ctx.logger.info({ role: name, scheduled }, 'static role rotated');
       return rotated;
     } catch (err) {
       // The claim of a newly found DN is only kept once the role records that DN.
@@ -166,6 +169,7 @@ async function releaseStaleDn(engine: LdapEngine, name: string, stale: string, k
 }
 
 async function recordFailure(engine: LdapEngine, name: string, err: unknown): Promise<void> {
+  engine.ctx.metrics.counter(LDAP_STATIC_ROTATIONS).inc({ result: 'failure' });
   const now = engine.clock.now();
   const message = err instanceof StrongroomError ? err.message : 'internal error';
   let attempts = 1;

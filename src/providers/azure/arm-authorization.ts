@@ -9,6 +9,7 @@ import type { TokenCredential } from '@azure/identity';
 import { scopeFor, type AzureEnvironment } from './environments.ts';
 import { describeUpstream, isNotFound, toProviderError } from './errors.ts';
 import { odataString } from './odata.ts';
+import { armObserver, observedRetry, type ProviderObserver } from './observer.ts';
 import { callRetryOptions, createOnce, principalNotReplicated, providerCall, type CallContext, type CallOptions, type ReplicationCheck, type RetryOptions } from './retry.ts';
 
 export interface RoleDefinitionInfo {
@@ -62,6 +63,7 @@ export interface RoleClientOptions {
   subscriptionId: string;
   retry?: RetryOptions;
   secrets?: string[];
+  observer?: ProviderObserver;
 }
 
 export class SdkRoleClient implements RoleClient {
@@ -75,8 +77,9 @@ export class SdkRoleClient implements RoleClient {
       // retry.ts is the only retry layer, bounded by the caller's deadline.
       retryOptions: { maxRetries: 0 },
       redirectOptions: { maxRetries: 0 },
+      additionalPolicies: opts.observer && [{ policy: armObserver(opts.observer, 'arm_authorization'), position: 'perCall' }],
     });
-    this.#ctx = { retry: opts.retry ?? {}, secrets: opts.secrets ?? [] };
+    this.#ctx = { retry: observedRetry(opts.retry, opts.observer, 'arm_authorization'), secrets: opts.secrets ?? [] };
   }
 
   #call<T>(operation: string, fn: () => Promise<T>, opts: CallOptions = {}, notReplicated?: ReplicationCheck): Promise<T> {

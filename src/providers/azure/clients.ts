@@ -10,6 +10,7 @@ import { createCredential, type CredentialKind } from './credentials.ts';
 import { resolveEnvironment, type AzureEnvironment, type ResolveEnvironmentOptions } from './environments.ts';
 import { SdkGraphClient, type GraphClient } from './graph.ts';
 import { configureAzureLogging, forgetSecret, type LogSink } from './logging.ts';
+import type { ProviderObserver } from './observer.ts';
 import type { RetryOptions } from './retry.ts';
 
 export interface AzureClientConfig {
@@ -39,6 +40,7 @@ export interface AzureClientFactoryOptions extends ResolveEnvironmentOptions {
   logSink?: LogSink;
   /** How many distinct configs to keep clients for (each mount usually has one). */
   maxEntries?: number;
+  observer?: ProviderObserver;
 }
 
 export function configKey(config: AzureClientConfig, environment: AzureEnvironment): string {
@@ -95,8 +97,8 @@ export class AzureClientFactory {
       environment,
       credentialKind: kind,
       credential,
-      graph: new SdkGraphClient({ environment, credential, retry: this.#opts.retry, secrets }),
-      roles: new SdkRoleClient({ environment, credential, subscriptionId: config.subscriptionId, retry: this.#opts.retry, secrets }),
+      graph: new SdkGraphClient({ environment, credential, retry: this.#opts.retry, secrets, observer: this.#opts.observer }),
+      roles: new SdkRoleClient({ environment, credential, subscriptionId: config.subscriptionId, retry: this.#opts.retry, secrets, observer: this.#opts.observer }),
     };
   }
 }

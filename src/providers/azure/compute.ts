@@ -14,6 +14,7 @@ import { createPipelineRequest } from '@azure/core-rest-pipeline';
 import type { TokenCredential } from '@azure/identity';
 import { scopeFor, type AzureEnvironment } from './environments.ts';
 import { AzureProviderError, isNotFound, toProviderError } from './errors.ts';
+import { armObserver, observedRetry, type ProviderObserver } from './observer.ts';
 import { callRetryOptions, withRetry, type CallOptions, type RetryOptions } from './retry.ts';
 
 export interface ComputeResource {
@@ -42,6 +43,7 @@ export interface ComputeClientOptions {
   credential: TokenCredential;
   retry?: RetryOptions;
   secrets?: string[];
+  observer?: ProviderObserver;
 }
 
 /** ARM ids: /subscriptions/{s}/resourceGroups/{rg}/providers/{namespace}/{type}/{name}[/{type}/{name}...]. */
@@ -77,6 +79,7 @@ const isUserAssignedIdentity = (r: ParsedResourceId) => r.namespace.toLowerCase(
 
 export class SdkComputeClient implements ComputeClient {
   readonly #opts: ComputeClientOptions;
+  readonly #retry: RetryOptions;
   readonly #compute = new Map<string, ComputeManagementClient>();
   readonly #msi = new Map<string, ManagedServiceIdentityClient>();
   /** Newest stable API version per provider resource type, for the process lifetime (as Vault). */
@@ -84,6 +87,17 @@ export class SdkComputeClient implements ComputeClient {
 
   constructor(opts: ComputeClientOptions) {
     this.#opts = opts;
+    this.#retry = observedRetry(opts.retry, opts.observer, 'arm_compute');
+  }
+
+  /** Options of every ARM client this makes: retry.ts is the only retry layer; the observer sees each answer. */
+  #clientOptions() {
+    const { environment, observer } = this.#opts;
+    return {
+      endpoint: environment.resourceManagerEndpoint,
+      retryOptions: { maxRetries: 0 },
+      additionalPolicies: observer && [{ policy: armObserver(observer, 'arm_compute'), position: 'perCall' as const }],
+    };
   }
 
   async getVirtualMachine(subscriptionId: string, resourceGroup: string, name: string, opts?: CallOptions): Promise<ComputeResource | undefined> {
@@ -115,11 +129,7 @@ export class SdkComputeClient implements ComputeClient {
     let client = this.#compute.get(subscriptionId);
     if (!client) {
       const { environment, credential } = this.#opts;
-      client = new ComputeManagementClient(credential, subscriptionId, {
-        endpoint: environment.resourceManagerEndpoint,
-        credentials: { scopes: [scopeFor(environment.resourceManagerEndpoint)] },
-        retryOptions: { maxRetries: 0 },
-      });
+      client = new ComputeManagementClient(credential, subscriptionId, { ...this.#clientOptions(), credentials: { scopes: [scopeFor(environment.resourceManagerEndpoint)] } });
       this.#compute.set(subscriptionId, client);
     }
     return client;
@@ -129,11 +139,7 @@ export class SdkComputeClient implements ComputeClient {
     let client = this.#msi.get(subscriptionId);
     if (!client) {
       const { environment, credential } = this.#opts;
-      client = new ManagedServiceIdentityClient(credential, subscriptionId, {
-        endpoint: environment.resourceManagerEndpoint,
-        credentialScopes: [scopeFor(environment.resourceManagerEndpoint)],
-        retryOptions: { maxRetries: 0 },
-      });
+      client = new ManagedServiceIdentityClient(credential, subscriptionId, { ...this.#clientOptions(), credentialScopes: [scopeFor(environment.resourceManagerEndpoint)] });
       this.#msi.set(subscriptionId, client);
     }
     return client;
@@ -185,7 +191,7 @@ export class SdkComputeClient implements ComputeClient {
   /** Retries by status; a 404 (or ResourceNotFound) means "no such resource", not an outage. */
   async #call<T>(operation: string, opts: CallOptions | undefined, op: () => Promise<T>): Promise<T | undefined> {
     try {
-      return await withRetry(op, { ...this.#opts.retry, ...callRetryOptions(opts) });
+      return await withRetry(op, { ...this.#retry, ...callRetryOptions(opts) });
     } catch (err) {
       if (isNotFound(err)) return undefined;
       throw toProviderError(err, operation, this.#opts.secrets);

@@ -10,6 +10,7 @@ import type { AzureEnvironment } from './environments.ts';
 import { scopeFor } from './environments.ts';
 import { AzureProviderError, describeUpstream, isNotFound, redact, toProviderError } from './errors.ts';
 import { odataString } from './odata.ts';
+import { graphObserver, observedRetry, type ProviderObserver } from './observer.ts';
 import { callRetryOptions, createOnce, providerCall, type CallContext, type CallOptions, type ReplicationCheck, type RetryOptions } from './retry.ts';
 
 export type { CallOptions } from './retry.ts';
@@ -127,6 +128,7 @@ export interface GraphClientOptions {
   retry?: RetryOptions;
   /** Secrets to scrub from error messages (the configured client secret). */
   secrets?: string[];
+  observer?: ProviderObserver;
 }
 
 export class SdkGraphClient implements GraphClient {
@@ -157,10 +159,10 @@ export class SdkGraphClient implements GraphClient {
       defaultVersion: 'v1.0',
       // Without this the auth middleware silently sends no token to a non-Microsoft host.
       customHosts: GRAPH_HOSTS.has(base.hostname) ? undefined : new Set([base.hostname]),
-      middleware: [new AuthenticationHandler(authProvider), new HTTPMessageHandler()] satisfies Middleware[],
+      middleware: [new AuthenticationHandler(authProvider), ...(opts.observer ? [graphObserver(opts.observer)] : []), new HTTPMessageHandler()] satisfies Middleware[],
     });
     this.#baseUrl = opts.environment.microsoftGraphEndpoint.replace(/\/+$/, '');
-    this.#ctx = { retry: opts.retry ?? {}, secrets: opts.secrets ?? [], unwrap: unwrapAuth };
+    this.#ctx = { retry: observedRetry(opts.retry, opts.observer, 'graph'), secrets: opts.secrets ?? [], unwrap: unwrapAuth };
   }
 
   #call<T>(operation: string, fn: () => Promise<T>, opts: CallOptions = {}, notReplicated?: ReplicationCheck): Promise<T> {

@@ -1,0 +1,45 @@
+/**
+ * The engine's gauges, read from storage when scraped, so every node of a cluster reports the same values whichever
+ * of them runs the rotations. Its counters are recorded where the events happen (static-roles.ts, rotate-root.ts,
+ * library-checkout.ts).
+ */
+import { LDAP_DYNAMIC_CREDENTIALS, LDAP_LIBRARY_ACCOUNTS, LDAP_ROTATION_OVERDUE, LDAP_STATIC_ROLES, LDAP_STATIC_ROLES_FAILING, shared } from '../../telemetry/families.ts';
+import type { LdapEngine } from './config.ts';
+import { allLibrarySetNames, readAccount, readLibrarySet } from './library-store.ts';
+import { listStaticRoleNames, readStaticRole, type StaticRole } from './static-roles.ts';
+
+export function registerLdapGauges(engine: LdapEngine): void {
+  const { metrics } = engine.ctx;
+  const health = shared(() => rotationHealth(engine));
+  metrics.gauge(LDAP_STATIC_ROLES, async () => [{ labels: {}, value: (await health()).roles }]);
+  metrics.gauge(LDAP_STATIC_ROLES_FAILING, async () => [{ labels: {}, value: (await health()).failing }]);
+  metrics.gauge(LDAP_ROTATION_OVERDUE, async () => [{ labels: {}, value: (await health()).overdueSeconds }]);
+  metrics.gauge(LDAP_LIBRARY_ACCOUNTS, () => libraryAccounts(engine));
+  metrics.gauge(LDAP_DYNAMIC_CREDENTIALS, async () => [{ labels: {}, value: (await engine.ctx.system.leaseIds('creds/')).length }]);
+}
+
+async function rotationHealth(engine: LdapEngine): Promise<{ roles: number; failing: number; overdueSeconds: number }> {
+  const now = engine.clock.now();
+  const roles = (await Promise.all((await listStaticRoleNames(engine.storage)).map((name) => readStaticRole(engine.storage, name)))).filter((r) => r !== undefined);
+  const oldestDue = Math.min(now, ...roles.map(dueSince));
+  return { roles: roles.length, failing: roles.filter((r) => r.failed_attempts > 0).length, overdueSeconds: (now - oldestDue) / 1000 };
+}
+
+/**
+ * When a role's current password fell due. A failing role's next_rotation is its next retry, so its due time is its
+ * last rotation plus its period; a role that never rotated has only its latest failure to go by (an underestimate).
+ */
+function dueSince(role: StaticRole): number {
+  if (role.failed_attempts === 0) return role.next_rotation;
+  return role.last_rotation ? role.last_rotation + role.rotation_period * 1000 : role.last_error_time;
+}
+
+async function libraryAccounts(engine: LdapEngine): Promise<Array<{ labels: { set: string; state: 'available' | 'lent' | 'returning' }; value: number }>> {
+  const out: Array<{ labels: { set: string; state: 'available' | 'lent' | 'returning' }; value: number }> = [];
+  for (const set of await allLibrarySetNames(engine.storage)) {
+    const members = (await readLibrarySet(engine.storage, set))?.service_account_names ?? [];
+    const states = await Promise.all(members.map(async (name) => (await readAccount(engine.storage, name))?.state.state));
+    for (const state of ['available', 'lent', 'returning'] as const) out.push({ labels: { set, state }, value: states.filter((s) => s === state).length });
+  }
+  return out;
+}

@@ -1,0 +1,76 @@
+/**
+ * The metric families engines record, in one list (docs/telemetry.md describes each). Every one carries the
+ * `mount` label, added by the mount's MountMetrics; the labels declared here are the others, typed with the values
+ * they may take. Label values come from bounded sets only: a result, a reason, an API, an HTTP status, or a name the
+ * operator created (a library set). Never a role name, a lease id or anything a client can invent without limit.
+ */
+export type Labels = Record<string, string>;
+
+export interface Family<L extends Labels = Record<never, string>> {
+  readonly name: string;
+  readonly help: string;
+  readonly type: 'counter' | 'gauge';
+  readonly labels: ReadonlyArray<keyof L & string>;
+}
+
+export type Result = 'success' | 'failure';
+
+const counter = <L extends Labels = Record<never, string>>(name: string, help: string, labels: ReadonlyArray<keyof L & string> = []): Family<L> => ({ name, help, type: 'counter', labels });
+const gauge = <L extends Labels = Record<never, string>>(name: string, help: string, labels: ReadonlyArray<keyof L & string> = []): Family<L> => ({ name, help, type: 'gauge', labels });
+
+export const ROTATE_ROOT = counter<{ result: Result }>('strongroom_rotate_root_total', 'rotate-root attempts of an engine\'s own credential, by result.', ['result']);
+
+export const LDAP_STATIC_ROTATIONS = counter<{ result: Result }>(
+  'strongroom_ldap_static_role_rotations_total', 'Static-role password rotations (scheduled and rotate-role), by result.', ['result']);
+export const LDAP_STATIC_ROLES = gauge('strongroom_ldap_static_roles', 'Static roles of the mount.');
+export const LDAP_STATIC_ROLES_FAILING = gauge('strongroom_ldap_static_roles_failing', 'Static roles whose last rotation failed.');
+export const LDAP_ROTATION_OVERDUE = gauge(
+  'strongroom_ldap_static_role_rotation_overdue_seconds', 'How long the most overdue static-role rotation has been due (0 when none is).');
+export const LDAP_LIBRARY_ACCOUNTS = gauge<{ set: string; state: 'available' | 'lent' | 'returning' }>(
+  'strongroom_ldap_library_accounts', 'Library accounts by set and state (returning: being checked in).', ['set', 'state']);
+export const LDAP_LIBRARY_REFUSED = counter<{ set: string }>(
+  'strongroom_ldap_library_checkouts_refused_total', 'Check-outs refused because no account of the set was available.', ['set']);
+export const LDAP_DYNAMIC_CREDENTIALS = gauge('strongroom_ldap_dynamic_credentials', 'Dynamic-role credentials outstanding (leases not yet revoked).');
+
+export type ProviderApi = 'graph' | 'arm_authorization' | 'arm_compute';
+export type RetryReason = 'throttled' | 'server' | 'network' | 'replication';
+export const CLOUD_PROVIDER_REQUESTS = counter<{ api: ProviderApi; status: string }>(
+  'strongroom_cloud_provider_requests_total', 'HTTP requests to the cloud provider, by API and status (network_error when no answer came).', ['api', 'status']);
+export const CLOUD_PROVIDER_RETRIES = counter<{ api: ProviderApi; reason: RetryReason }>(
+  'strongroom_cloud_provider_retries_total', 'Provider calls retried, by API and reason (throttled: 429).', ['api', 'reason']);
+export const CLOUD_CREDENTIALS = gauge('strongroom_cloud_credentials', 'Cloud credentials outstanding (leases not yet revoked).');
+
+export type LoginFailure = 'invalid_request' | 'unknown_role' | 'bound_cidrs' | 'not_configured' | 'jwt' | 'bound_principal' | 'resource' | 'upstream';
+export const CLOUD_LOGIN_FAILURES = counter<{ reason: LoginFailure }>('strongroom_cloud_login_failures_total', 'Cloud logins refused, by the check that refused them.', ['reason']);
+
+/** What a mount records through (BackendContext.metrics); the `mount` label is its path. */
+export interface MountMetrics {
+  counter<L extends Labels>(family: Family<L>): { inc(labels: L, by?: number): void };
+  /** A gauge read when scraped; reading it may use storage. Replaces an earlier reader of the family for this mount. */
+  gauge<L extends Labels>(family: Family<L>, read: () => Promise<Array<{ labels: L; value: number }>>): void;
+}
+
+/** For a core without telemetry: a mount records into nothing. */
+export const NO_METRICS: MountMetrics & { close(): void } = {
+  counter: () => ({ inc: () => {} }),
+  gauge: () => {},
+  close: () => {},
+};
+
+/** Runs `attempt` and counts it in a `{ result }` family: success when it resolved, failure when it threw. */
+export async function counted<T>(metrics: MountMetrics, family: Family<{ result: Result }>, attempt: () => Promise<T>): Promise<T> {
+  let result: Result = 'failure';
+  try {
+    const out = await attempt();
+    result = 'success';
+    return out;
+  } finally {
+    metrics.counter(family).inc({ result });
+  }
+}
+
+/** One reading at a time: callers that arrive while it runs share it (several gauges of one scrape, one pass over storage). */
+export function shared<T>(read: () => Promise<T>): () => Promise<T> {
+  let running: Promise<T> | undefined;
+  return () => (running ??= read().finally(() => (running = undefined)));
+}
