@@ -22,6 +22,7 @@ export function haPaths(core: Core): PathDefinition[] {
     definePath({
       pattern: 'leader',
       unauthenticated: true,
+      rawResponse: ['application/json'],
       description: 'Whether the cluster has HA, whether this node leads it, and where the leader is.',
       operations: {
         read: async () => {
@@ -43,6 +44,7 @@ export function haPaths(core: Core): PathDefinition[] {
     definePath({
       pattern: 'ha-status',
       description: 'The nodes of the cluster heard from lately, and which one leads.',
+      rawResponse: ['application/json'],
       operations: {
         read: async () => {
           const leader = cluster.shared ? await liveLeader() : { node_id: cluster.nodeId };
