@@ -65,19 +65,12 @@ export interface EntryOptions {
   elideListResponses: boolean;
 }
 
-const TOKEN_HASH_CACHE = 10_000;
-
 /**
  * A device's HMAC: `hmac-sha256:` + hex(HMAC-SHA256(salt, value)), Vault's form, so `sys/audit-hash` answers what a
  * log search needs.
  */
 export class Salt {
   readonly #key: Buffer;
-  /**
-   * Client tokens and accessors come back on every request a client makes; their hashes are remembered (a bounded
-   * map in memory, which already holds the tokens in the token store's cache).
-   */
-  readonly #ids = new Map<string, string>();
 
   constructor(salt: string) {
     this.#key = Buffer.from(salt);
@@ -86,13 +79,9 @@ export class Salt {
   hash(value: string): string {
     return `hmac-sha256:${createHmac('sha256', this.#key).update(value).digest('hex')}`;
   }
-
-  hashId(value: string): string {
-    let hashed = this.#ids.get(value);
-    if (hashed === undefined) setBounded(this.#ids, TOKEN_HASH_CACHE, value, (hashed = this.hash(value)));
-    return hashed;
-  }
 }
+
+const TOKEN_HASH_CACHE = 10_000;
 
 /**
  * Credential names hashed even when a mount's audit_non_hmac_*_keys names them: those lists say which values are
@@ -162,6 +151,11 @@ export class EntryFormat {
   readonly #salt: Salt;
   readonly #opts: EntryOptions;
   readonly #prefix: string;
+  /**
+   * A client's token and accessor come back on every request it makes: their hashes are remembered, by the token
+   * store's salted id (never by the token itself, which this map would otherwise keep in memory).
+   */
+  readonly #ids = new Map<string, { clientToken: string; accessor: string }>();
   readonly #auth = new WeakMap<TokenEntry, string>();
 
   constructor(salt: Salt, opts: EntryOptions, prefix: string) {
@@ -183,7 +177,14 @@ export class EntryFormat {
   }
 
   #id(value: string, hmac = true): string {
-    return hmac && !this.#opts.logRaw ? this.#salt.hashId(value) : value;
+    return hmac && !this.#opts.logRaw ? this.#salt.hash(value) : value;
+  }
+
+  /** The hashes of the request's token and its accessor; the token is the one the entry was found by. */
+  #tokenIds(t: TokenEntry, token: string): { clientToken: string; accessor: string } {
+    let ids = this.#ids.get(t.salted);
+    if (!ids) setBounded(this.#ids, TOKEN_HASH_CACHE, t.salted, (ids = { clientToken: this.#id(token), accessor: this.#id(t.accessor, this.#opts.hmacAccessor) }));
+    return ids;
   }
 
   /** Vault's auth object for the caller's token; absent fields are left out (its JSON omits empty values). */
@@ -192,10 +193,10 @@ export class EntryFormat {
     if (!t) return JSON.stringify({ client_token: rec.request.token ? this.#id(rec.request.token) : undefined });
     let json = this.#auth.get(t);
     if (json === undefined) {
-      // The entry was found by this token, so the token is the same on every request that brings the entry.
+      const ids = this.#tokenIds(t, rec.request.token!);
       json = JSON.stringify({
-        client_token: this.#id(rec.request.token!),
-        accessor: this.#id(t.accessor, this.#opts.hmacAccessor),
+        client_token: ids.clientToken,
+        accessor: ids.accessor,
         display_name: t.displayName,
         policies: t.policies,
         token_policies: t.policies,
@@ -213,12 +214,13 @@ export class EntryFormat {
 
   #request(rec: AuditRecord): Record<string, unknown> {
     const { request: req, token } = rec;
+    const ids = token && this.#tokenIds(token, req.token!);
     return {
       id: rec.id,
       operation: rec.operation,
       ...mountFields(rec),
-      client_token: req.token ? this.#id(req.token) : undefined,
-      client_token_accessor: token && this.#id(token.accessor, this.#opts.hmacAccessor),
+      client_token: ids?.clientToken ?? (req.token ? this.#id(req.token) : undefined),
+      client_token_accessor: ids?.accessor,
       namespace: { id: 'root' },
       path: rec.path,
       data: this.#data(rec.data, rec.mount?.config.audit_non_hmac_request_keys, rec.fields),
