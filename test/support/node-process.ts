@@ -1,0 +1,85 @@
+/**
+ * Strongroom server processes (`src/main.ts`) on free loopback ports, for cluster tests and benchmarks: each node's
+ * log lines are kept (parsed), and it can be stopped, or killed outright. Free of vitest imports, so bench/ can use it.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { freePort } from './ports.ts';
+
+const MAIN = fileURLToPath(new URL('../../src/main.ts', import.meta.url));
+
+export interface LogLine {
+  level: number;
+  time: number;
+  msg: string;
+  [field: string]: unknown;
+}
+
+export interface NodeProcess {
+  url: string;
+  proc: ChildProcess;
+  /** Every JSON log line the node printed so far. */
+  logs: LogLine[];
+  /** Its answer to a request (token "root" unless given; null sends none); never throws for an HTTP status. */
+  request(method: string, path: string, opts?: { body?: unknown; token?: string | null }): Promise<{ status: number; body: any }>;
+  /** SIGTERM and wait: a clean stop (the node lets its lease go). */
+  stop(): Promise<void>;
+  /** SIGKILL and wait: the process dies at once, in the middle of whatever it was doing. */
+  kill(): Promise<void>;
+}
+
+/**
+ * Starts one node on `storage` with `unsealKey` (dev mode, so every node knows the root token "root"); resolves once
+ * it answers. `env` adds or overrides settings.
+ */
+export async function startNode(storage: string, unsealKey: string, env: Record<string, string> = {}): Promise<NodeProcess> {
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const proc = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', MAIN], {
+    env: {
+      ...process.env, STRONGROOM_STORAGE: storage, STRONGROOM_UNSEAL_KEY: unsealKey, STRONGROOM_ADDR: `127.0.0.1:${port}`,
+      STRONGROOM_DEV: '1', STRONGROOM_DEV_ROOT_TOKEN: 'root', STRONGROOM_LOG_LEVEL: 'debug', ...env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const logs: LogLine[] = [];
+  let pending = '';
+  let stderr = '';
+  proc.stdout!.on('data', (chunk: Buffer) => {
+    pending += chunk.toString('utf8');
+    const lines = pending.split('\n');
+    pending = lines.pop()!;
+    for (const line of lines) if (line.startsWith('{')) logs.push(JSON.parse(line) as LogLine);
+  });
+  proc.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
+  const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
+  const node: NodeProcess = {
+    url, proc, logs,
+    async request(method, path, { body, token = 'root' } = {}) {
+      const res = await fetch(`${url}/v1/${path}`, {
+        method,
+        headers: { ...(token ? { 'x-vault-token': token } : {}), ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+      const text = await res.text();
+      return { status: res.status, body: text ? JSON.parse(text) : undefined };
+    },
+    async stop() {
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGTERM');
+      await exited;
+    },
+    async kill() {
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
+      await exited;
+    },
+  };
+  const until = performance.now() + 30_000;
+  while (!(await fetch(`${url}/v1/sys/health`).then(() => true, () => false))) {
+    if (proc.exitCode !== null || performance.now() > until) {
+      await node.kill();
+      throw new Error(`the node did not start (exit ${proc.exitCode}): ${stderr.slice(-2000)}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  return node;
+}
