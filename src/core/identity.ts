@@ -1,4 +1,5 @@
 import { createHash, randomUUID } from 'node:crypto';
+import { ConflictError } from './errors.ts';
 import { KeyedLock } from './keyed-lock.ts';
 import type { StorageView } from './storage/view.ts';
 
@@ -33,7 +34,11 @@ export class IdentityStore {
     return this.#view.getJson<Entity>(`entity/${id}`);
   }
 
-  /** Finds or creates the entity for an alias; serialised per alias so concurrent logins share one entity. */
+  /**
+   * Finds or creates the entity for an alias; serialised per alias so concurrent logins share one entity. Across
+   * nodes the alias's write is a compare-and-set on what it read: of two nodes creating the entity of one alias at
+   * once, one does, and the other goes again and finds it.
+   */
   async upsertAlias(mountAccessor: string, name: string, metadata: Record<string, string>, groups: string[]): Promise<Entity> {
     const aliasKey = `alias/${mountAccessor}/${hash(name)}`;
     // A repeat login usually changes nothing. Answering it from storage, without the lock and a rewrite,
@@ -41,18 +46,21 @@ export class IdentityStore {
     const unchanged = await this.#unchanged(aliasKey, mountAccessor, name, metadata, groups);
     if (unchanged) return unchanged;
     return this.#locks.run(aliasKey, async () => {
-      const existingId = (await this.#view.get(aliasKey))?.toString();
-      const existing = existingId ? await this.entity(existingId) : undefined;
       const groupIds: string[] = [];
       for (const g of groups) groupIds.push(await this.#groupAlias(mountAccessor, g));
-      const entity: Entity = existing
-        ? { ...existing, aliases: existing.aliases.map((a) => (a.mountAccessor === mountAccessor && a.name === name ? { ...a, metadata } : a)), groupIds }
-        : { id: randomUUID(), name: `entity_${randomUUID().slice(0, 8)}`, aliases: [{ mountAccessor, name, metadata }], groupIds };
-      await this.#view.transaction([
-        { type: 'put', key: `entity/${entity.id}`, value: Buffer.from(JSON.stringify(entity)) },
-        { type: 'put', key: aliasKey, value: Buffer.from(entity.id) },
-      ]);
-      return entity;
+      for (let attempt = 0; ; attempt++) {
+        const existingRaw = await this.#view.get(aliasKey);
+        const existing = existingRaw ? await this.entity(existingRaw.toString()) : undefined;
+        const entity: Entity = existing
+          ? { ...existing, aliases: existing.aliases.map((a) => (a.mountAccessor === mountAccessor && a.name === name ? { ...a, metadata } : a)), groupIds }
+          : { id: randomUUID(), name: `entity_${randomUUID().slice(0, 8)}`, aliases: [{ mountAccessor, name, metadata }], groupIds };
+        const applied = await this.#view.transaction([
+          { type: 'put', key: `entity/${entity.id}`, value: Buffer.from(JSON.stringify(entity)) },
+          { type: 'put', key: aliasKey, value: Buffer.from(entity.id) },
+        ], [{ key: aliasKey, expected: existingRaw }]);
+        if (applied) return entity;
+        if (attempt === 3) throw new ConflictError('the identity of this login kept changing while it was recorded; log in again');
+      }
     });
   }
 
@@ -73,11 +81,12 @@ export class IdentityStore {
     const existing = (await this.#view.get(key))?.toString();
     if (existing) return existing;
     const id = randomUUID();
-    await this.#view.transaction([
+    const created = await this.#view.transaction([
       { type: 'put', key, value: Buffer.from(id) },
       { type: 'put', key: `group/${id}`, value: Buffer.from(JSON.stringify({ id, name, mountAccessor })) },
-    ]);
-    return id;
+    ], [{ key, expected: undefined }]);
+    // Another node made it first: that one is everyone's.
+    return created ? id : (await this.#view.get(key))!.toString();
   }
 
 }

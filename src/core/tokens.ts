@@ -181,28 +181,37 @@ export class TokenStore {
   }
 
   /**
-   * Spends one use of a limited-use token by compare-and-set on its entry, so two requests (on two nodes) never spend
-   * the same one: the uses left after it, or undefined when none was left. The last use marks the token used up at
-   * once (-1), so lookups refuse it while its revocation runs.
+   * Spends one use of a limited-use token, so two requests (on two nodes) never spend the same one: the uses left
+   * after it, or undefined when none was left. The last use marks the token used up at once (-1), so lookups refuse
+   * it while its revocation runs.
    */
   async useOnce(salted: string): Promise<number | undefined> {
+    let left: number | undefined;
+    const used = await this.update(salted, (entry) => {
+      if (entry.numUses <= 0) return undefined;
+      left = entry.numUses - 1;
+      return { ...entry, numUses: left === 0 ? -1 : left };
+    });
+    return used && left;
+  }
+
+  /**
+   * Changes a token's entry by compare-and-set on its stored bytes: `change` gets the entry as stored now and returns
+   * the new one (undefined leaves it). A write over a stale read could bring back a token another node is revoking or
+   * has removed; this never does. Undefined when the token is gone or being revoked, or `change` declined.
+   */
+  async update(salted: string, change: (entry: TokenEntry) => TokenEntry | undefined): Promise<TokenEntry | undefined> {
     for (let attempt = 0; attempt < 16; attempt++) {
       const raw = await this.#view.get(`id/${salted}`);
       const entry = raw && tokenEntrySchema.parse(JSON.parse(raw.toString('utf8')));
-      if (!entry || entry.numUses <= 0) return undefined;
-      const left = entry.numUses - 1;
-      const next = { ...entry, numUses: left === 0 ? -1 : left };
+      const next = entry && entry.numUses >= 0 ? change(entry) : undefined;
+      if (!next) return undefined;
       if (await this.#view.transaction([{ type: 'put', key: `id/${salted}`, value: Buffer.from(JSON.stringify(next)) }], [{ key: `id/${salted}`, expected: raw }])) {
         this.#remember(salted, next);
-        return left;
+        return next;
       }
     }
-    throw new ConflictError('the token is being used by too many requests at once; try again');
-  }
-
-  async save(entry: TokenEntry): Promise<void> {
-    this.#remember(entry.salted, entry);
-    await this.#view.putJson(`id/${entry.salted}`, entry);
+    throw new ConflictError('the token is being changed by too many requests at once; try again');
   }
 
   async children(salted: string): Promise<string[]> {
@@ -224,9 +233,8 @@ export class TokenStore {
 
   /** Makes a child an orphan (revoke-orphan). */
   async detach(parent: string, child: string): Promise<void> {
-    const entry = await this.lookupSalted(child);
     await this.#view.delete(`parent/${parent}/${child}`);
-    if (entry) await this.save({ ...entry, parent: '' });
+    await this.update(child, (entry) => ({ ...entry, parent: '' }));
   }
 
   /**

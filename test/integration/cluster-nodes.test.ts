@@ -119,14 +119,6 @@ describe('coherence of what nodes keep in memory', () => {
     for (const ms of [enabled, tuned, moved, disabled]) expect(ms).toBeLessThan(1000);
   });
 
-  it('"a limited-use token spends each use once, whichever node the requests reach"', async () => {
-    const { start } = await cluster();
-    const [a, b] = [await start(), await start()];
-    const token = (await ok(a, 'POST', 'auth/token/create', { num_uses: 5 })).auth.client_token;
-    const answers = await Promise.all(Array.from({ length: 12 }, (_, i) => (i % 2 ? a : b).request('GET', 'sys/mounts', { token })));
-    expect(answers.filter((r) => r.status === 200)).toHaveLength(5);
-  });
-
   it('"a barrier term added through one node: the other reads what it writes at once, and seals under it within 1 s"', async () => {
     const { start } = await cluster();
     const [a, b] = [await start(), await start()];
@@ -138,6 +130,35 @@ describe('coherence of what nodes keep in memory', () => {
     await timeUntil(async () => (await b.request('GET', 'sys/key-status')).body.data.term === 2, 1000);
     await ok(b, 'POST', 'kv/data/from-b', { value: 'y' });
     expect((await a.request('GET', 'kv/data/from-b')).body.data.value).toBe('y');
+  });
+});
+
+describe('work any node may start, guarded by compare-and-set', () => {
+  it('"a limited-use token spends each use once, whichever node the requests reach"', async () => {
+    const { start } = await cluster();
+    const [a, b] = [await start(), await start()];
+    const token = (await ok(a, 'POST', 'auth/token/create', { num_uses: 5 })).auth.client_token;
+    const answers = await Promise.all(Array.from({ length: 12 }, (_, i) => (i % 2 ? a : b).request('GET', 'sys/mounts', { token })));
+    expect(answers.filter((r) => r.status === 200)).toHaveLength(5);
+  });
+
+  it('"a renewal through one node after a revocation through another does not bring the token back"', async () => {
+    const { start } = await cluster();
+    const [a, b] = [await start(), await start()];
+    const token = (await ok(a, 'POST', 'auth/token/create', { ttl: '1h' })).auth.client_token;
+    await ok(a, 'POST', 'auth/token/revoke', { token });
+    expect([400, 403]).toContain((await b.request('POST', 'auth/token/renew', { body: { token } })).status);
+    for (const n of [a, b]) expect((await n.request('GET', 'auth/token/lookup-self', { token })).status).toBe(403);
+  });
+
+  it('"two nodes recording the first login of one identity at once make one entity"', async () => {
+    const { start } = await cluster();
+    const [a, b] = [await start(), await start()];
+    for (let i = 0; i < 10; i++) {
+      const [x, y] = await Promise.all([a, b].map((n) => n.core.identity.upsertAlias('auth_test_1', `workload-${i}`, {}, [`group-${i}`])));
+      expect(x.id).toBe(y.id);
+      expect(x.groupIds).toEqual(y.groupIds);
+    }
   });
 });
 

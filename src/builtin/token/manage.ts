@@ -47,8 +47,9 @@ async function renew(core: Core, entry: TokenEntry, increment: number): Promise<
     if (left <= 0) throw new BadRequestError('past the max TTL, cannot renew');
     ttl = Math.min(ttl, left);
   }
-  const updated: TokenEntry = { ...entry, ttl, lastRenewal: now };
-  await core.tokens.save(updated);
+  // Over the entry as stored: a revocation (on any node) since the token was looked up is never undone.
+  const updated = await core.tokens.update(entry.salted, (current) => ({ ...current, ttl, lastRenewal: now }));
+  if (!updated) throw new PermissionDeniedError();
   await core.leases.extend(tokenLeaseId(entry), now + ttl * 1000);
   return updated;
 }
