@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import type { Logger } from 'pino';
 import type { Clock } from './clock.ts';
-import { BadRequestError, StrongroomError } from './errors.ts';
+import { BadRequestError, ConflictError, StrongroomError } from './errors.ts';
 import type { LeaseView, SecretType } from './framework.ts';
 import type { StorageCondition, StorageOp } from './storage/types.ts';
 import type { PreparedWrite, StorageView } from './storage/view.ts';
@@ -186,11 +186,25 @@ export class LeaseManager {
 
   /** A lease by its id, or by the id it was issued under before a remount moved it. */
   async get(id: string): Promise<LeaseEntry | undefined> {
-    const entry = await this.#d.view.getJson(`id/${id}`, (raw) => leaseEntrySchema.parse(raw));
+    const entry = await this.#read(id);
     if (entry) return entry;
     const current = (await this.#d.view.get(`moved/${leaseKey(id)}`))?.toString();
-    const moved = current === undefined ? undefined : await this.#d.view.getJson(`id/${current}`, (raw) => leaseEntrySchema.parse(raw));
+    const moved = current === undefined ? undefined : await this.#read(current);
     return moved?.issuedAs === id ? moved : undefined;
+  }
+
+  /**
+   * The bytes each entry read was parsed from: a change of a lease (a renewal, a failure recorded) is written over
+   * exactly them, so it never lands on a lease another node revoked or changed meanwhile.
+   */
+  readonly #stored = new WeakMap<LeaseEntry, Buffer>();
+
+  async #read(id: string): Promise<LeaseEntry | undefined> {
+    const raw = await this.#d.view.get(`id/${id}`);
+    if (raw === undefined) return undefined;
+    const entry = leaseEntrySchema.parse(JSON.parse(raw.toString('utf8')));
+    this.#stored.set(entry, raw);
+    return entry;
   }
 
   /**
@@ -423,11 +437,14 @@ export class LeaseManager {
           { type: 'put', key: `id/${entry.id}`, value: Buffer.from(JSON.stringify(updated)) },
           { type: 'delete', key: `time/${bucketName(this.#dueAt(entry))}/${leaseKey(entry.id)}` },
           { type: 'put', key: irrevocableKey(entry.id), value: Buffer.from(entry.id) },
-        ]);
+        ], [this.#unchanged(entry)]);
         return;
       }
       const delay = this.#d.retry.baseDelayMs * 2 ** attempts * (0.5 + Math.random());
-      await this.#reschedule(entry, { ...entry, attempts, nextAttempt: this.#d.clock.now() + delay, revokeError: message });
+      // Changed meanwhile (revoked, renewed or its failure recorded elsewhere): that change stands.
+      await this.#reschedule(entry, { ...entry, attempts, nextAttempt: this.#d.clock.now() + delay, revokeError: message }).catch((err: unknown) => {
+        if (!(err instanceof ConflictError)) throw err;
+      });
     });
   }
 
@@ -435,11 +452,18 @@ export class LeaseManager {
     return entry.nextAttempt || entry.expireTime;
   }
 
+  /** Guard of a change of `entry`: the lease is still stored exactly as it was read. */
+  #unchanged(entry: LeaseEntry): StorageCondition {
+    return { key: `id/${entry.id}`, expected: this.#stored.get(entry) };
+  }
+
+  /** A ConflictError when the lease changed since `before` was read (revoked or renewed through another node). */
   async #reschedule(before: LeaseEntry, after: LeaseEntry): Promise<LeaseEntry> {
     const oldKey = `time/${bucketName(this.#dueAt(before))}/${leaseKey(before.id)}`;
     const newKey = `time/${bucketName(this.#dueAt(after))}/${leaseKey(after.id)}`;
     const ops = [{ type: 'put' as const, key: `id/${after.id}`, value: Buffer.from(JSON.stringify(after)) }];
-    await this.#d.view.transaction(oldKey === newKey ? ops : [...ops, { type: 'delete', key: oldKey }, { type: 'put', key: newKey, value: Buffer.from(after.id) }]);
+    const written = await this.#d.view.transaction(oldKey === newKey ? ops : [...ops, { type: 'delete', key: oldKey }, { type: 'put', key: newKey, value: Buffer.from(after.id) }], [this.#unchanged(before)]);
+    if (!written) throw new ConflictError('the lease was revoked or changed meanwhile; read it again');
     this.#disarm(after.id);
     this.#armIfSoon(after);
     return after;
