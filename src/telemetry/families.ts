@@ -4,6 +4,8 @@
  * they may take. Label values come from bounded sets only: a result, a reason, an API, an HTTP status, or a name the
  * operator created (a library set). Never a role name, a lease id or anything a client can invent without limit.
  */
+import type { SystemView } from '../core/framework.ts';
+
 export type Labels = Record<string, string>;
 
 export interface Family<L extends Labels = Record<never, string>> {
@@ -67,6 +69,11 @@ export async function counted<T>(metrics: MountMetrics, family: Family<{ result:
   } finally {
     metrics.counter(family).inc({ result });
   }
+}
+
+/** A gauge reader: how many of the mount's leases below `prefix` are outstanding (credentials not yet revoked). */
+export function outstandingLeases(system: Pick<SystemView, 'leaseIds'>, prefix: string): () => Promise<Array<{ labels: Record<never, string>; value: number }>> {
+  return async () => [{ labels: {}, value: (await system.leaseIds(prefix)).length }];
 }
 
 /** One reading at a time: callers that arrive while it runs share it (several gauges of one scrape, one pass over storage). */

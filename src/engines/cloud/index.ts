@@ -12,7 +12,7 @@ import { secretTypes } from './revoke.ts';
 import { roleIssuingOn, rolePaths } from './roles.ts';
 import { RootRotation, rotateRootPaths, type RotateRootOptions } from './rotate-root.ts';
 import { providerMetrics } from '../../providers/azure/observer.ts';
-import { CLOUD_CREDENTIALS } from '../../telemetry/families.ts';
+import { CLOUD_CREDENTIALS, outstandingLeases } from '../../telemetry/families.ts';
 
 /** On a shared store, how often the leader retries what requests on any node left behind. */
 const LEADER_RETRY_MS = 60_000;
@@ -28,7 +28,7 @@ export function cloudSecretsEngine(options: CloudEngineOptions = {}): BackendFac
   return (ctx: BackendContext): Backend => {
     const env = options.env ?? process.env;
     const factory = new AzureClientFactory({ env, retry: options.retry, logSink: (line) => ctx.logger.debug(line), observer: providerMetrics(ctx.metrics) });
-    ctx.metrics.gauge(CLOUD_CREDENTIALS, async () => [{ labels: {}, value: (await ctx.system.leaseIds('creds/')).length }]);
+    ctx.metrics.gauge(CLOUD_CREDENTIALS, outstandingLeases(ctx.system, 'creds/'));
     const engine = new CloudEngine({ storage: ctx.storage, clock: ctx.clock, logger: ctx.logger, system: ctx.system, mountAccessor: ctx.mount.accessor, env, factory });
     const rotation = new RootRotation(engine, options.rotateRoot);
     return {

@@ -3,7 +3,7 @@
  * of them runs the rotations. Its counters are recorded where the events happen (static-roles.ts, rotate-root.ts,
  * library-checkout.ts).
  */
-import { LDAP_DYNAMIC_CREDENTIALS, LDAP_LIBRARY_ACCOUNTS, LDAP_ROTATION_OVERDUE, LDAP_STATIC_ROLES, LDAP_STATIC_ROLES_FAILING, shared } from '../../telemetry/families.ts';
+import { LDAP_DYNAMIC_CREDENTIALS, LDAP_LIBRARY_ACCOUNTS, LDAP_ROTATION_OVERDUE, LDAP_STATIC_ROLES, LDAP_STATIC_ROLES_FAILING, outstandingLeases, shared } from '../../telemetry/families.ts';
 import type { LdapEngine } from './config.ts';
 import { allLibrarySetNames, readAccount, readLibrarySet } from './library-store.ts';
 import { listStaticRoleNames, readStaticRole, type StaticRole } from './static-roles.ts';
@@ -15,7 +15,7 @@ export function registerLdapGauges(engine: LdapEngine): void {
   metrics.gauge(LDAP_STATIC_ROLES_FAILING, async () => [{ labels: {}, value: (await health()).failing }]);
   metrics.gauge(LDAP_ROTATION_OVERDUE, async () => [{ labels: {}, value: (await health()).overdueSeconds }]);
   metrics.gauge(LDAP_LIBRARY_ACCOUNTS, () => libraryAccounts(engine));
-  metrics.gauge(LDAP_DYNAMIC_CREDENTIALS, async () => [{ labels: {}, value: (await engine.ctx.system.leaseIds('creds/')).length }]);
+  metrics.gauge(LDAP_DYNAMIC_CREDENTIALS, outstandingLeases(engine.ctx.system, 'creds/'));
 }
 
 async function rotationHealth(engine: LdapEngine): Promise<{ roles: number; failing: number; overdueSeconds: number }> {
