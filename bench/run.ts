@@ -3,11 +3,13 @@
  * on the same machine. BENCH_SECONDS sets the load duration per measurement (default 5).
  */
 import { benchCloudAuth, benchCloudSecrets } from './cloud.ts';
+import { clusterSections } from './cluster.ts';
 import { benchCore, benchLeaseRestart } from './core.ts';
 import { ldapSections } from './ldap.ts';
 
 const seconds = Number(process.env.BENCH_SECONDS ?? 5);
 const ldap = ldapSections(seconds);
+const cluster = clusterSections(seconds);
 // BENCH_ONLY=cloud runs the sections whose names contain "cloud".
 const only = process.env.BENCH_ONLY;
 const sections: Array<[string, () => Promise<string[]>]> = [
@@ -16,6 +18,7 @@ const sections: Array<[string, () => Promise<string[]>]> = [
   ['cloud secrets', () => benchCloudSecrets(seconds)],
   ['cloud auth', () => benchCloudAuth(seconds)],
   ...ldap.sections,
+  ...cluster.sections,
 ];
 
 try {
@@ -25,4 +28,5 @@ try {
   }
 } finally {
   await ldap.cleanup();
+  await cluster.cleanup();
 }

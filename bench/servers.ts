@@ -34,11 +34,17 @@ const [mode, dir, count] = process.argv.slice(2);
 process.once('SIGINT', () => process.exit(0));
 const ready = (info: Record<string, unknown>) => process.stdout.write(`READY ${JSON.stringify(info)}\n`);
 
+/**
+ * SQLite in DIR, or the PostgreSQL database BENCH_STORAGE names (bench/cluster.ts); BENCH_JOIN=1 starts a further
+ * node on a store another child already set up, so the setup below is skipped.
+ */
 function settingsFor(d: string) {
   const keyFile = join(d, 'bench.key');
   if (!existsSync(keyFile)) writeFileSync(keyFile, randomBytes(32).toString('base64'));
-  return loadSettings({ STRONGROOM_STORAGE: `sqlite:${join(d, 'strongroom.db')}`, STRONGROOM_UNSEAL_KEY: readFileSync(keyFile, 'utf8'), STRONGROOM_LOG_LEVEL: 'silent', STRONGROOM_DEV: '1', STRONGROOM_DEV_ROOT_TOKEN: 'root' }, []);
+  const storage = process.env.BENCH_STORAGE ?? `sqlite:${join(d, 'strongroom.db')}`;
+  return loadSettings({ STRONGROOM_STORAGE: storage, STRONGROOM_UNSEAL_KEY: readFileSync(keyFile, 'utf8'), STRONGROOM_LOG_LEVEL: 'silent', STRONGROOM_DEV: '1', STRONGROOM_DEV_ROOT_TOKEN: 'root' }, []);
 }
+const joining = process.env.BENCH_JOIN === '1';
 const backends = { secret: { bench: testBackend(new Map()) }, auth: {} };
 
 if (mode === 'bare') {
@@ -51,21 +57,24 @@ if (mode === 'bare') {
     backends: ldap ? { ...backends, secret: { ...backends.secret, ldap: ldapBackend() } } : backends, metrics: process.env.BENCH_METRICS !== 'off',
   });
   const url = await s.app.listen({ host: '127.0.0.1', port: 0 });
-  const call = async (method: string, path: string, body?: unknown, token = 'root') => {
-    const res = await s.app.inject({ method: method as 'GET', url: `/v1/${path}`, headers: { 'x-service-token': token, 'content-type': 'application/json' }, payload: body === undefined ? undefined : JSON.stringify(body) });
-    if (res.statusCode >= 300) throw new Error(`${method} ${path}: ${res.statusCode} ${res.body}`);
-    return res;
-  };
-  await call('POST', 'sys/mounts/kv', { type: 'bench' });
-  await call('POST', 'kv/data/app/config', { value: 'a stored value' });
-  if (ldap) {
-    await call('POST', 'ldap/config', ldap.config);
-    await call('POST', 'ldap/static-role/bench', ldap.role);
+  if (joining) ready({ url });
+  else {
+    const call = async (method: string, path: string, body?: unknown, token = 'root') => {
+      const res = await s.app.inject({ method: method as 'GET', url: `/v1/${path}`, headers: { 'x-service-token': token, 'content-type': 'application/json' }, payload: body === undefined ? undefined : JSON.stringify(body) });
+      if (res.statusCode >= 300) throw new Error(`${method} ${path}: ${res.statusCode} ${res.body}`);
+      return res;
+    };
+    await call('POST', 'sys/mounts/kv', { type: 'bench' });
+    await call('POST', 'kv/data/app/config', { value: 'a stored value' });
+    if (ldap) {
+      await call('POST', 'ldap/config', ldap.config);
+      await call('POST', 'ldap/static-role/bench', ldap.role);
+    }
+    const ldapRule = ldap ? '\npath "ldap/static-cred/*" { capabilities = ["read"] }' : '';
+    await call('PUT', 'sys/policies/acl/reader', { policy: `path "kv/data/app/*" { capabilities = ["read"] }\npath "kv/data/admin/*" { capabilities = ["deny"] }${ldapRule}` });
+    const token = JSON.parse((await call('POST', 'auth/token/create', { policies: ['reader'] })).body).auth.client_token;
+    ready({ url, token });
   }
-  const ldapRule = ldap ? '\npath "ldap/static-cred/*" { capabilities = ["read"] }' : '';
-  await call('PUT', 'sys/policies/acl/reader', { policy: `path "kv/data/app/*" { capabilities = ["read"] }\npath "kv/data/admin/*" { capabilities = ["deny"] }${ldapRule}` });
-  const token = JSON.parse((await call('POST', 'auth/token/create', { policies: ['reader'] })).body).auth.client_token;
-  ready({ url, token });
 } else if (mode === 'leases') {
   const s = await createServer(settingsFor(dir), createLogger('silent'), { backends });
   const total = Number(count);
