@@ -87,6 +87,8 @@ describe('the core\'s families', () => {
     expect(m.samples.some((x) => x.labels.mount === 'nowhere/')).toBe(false);
     expect(m.value('vault_core_handle_request_count')).toBeGreaterThanOrEqual(5);
     expect(m.value('vault_core_handle_request', { quantile: '0.99' })).toBeGreaterThan(0);
+    // A node of its own runs the background work.
+    expect(m.value('strongroom_leader')).toBe(1);
   });
 
   it('"a status a client chooses is reported by its class (sys/health?activecode=599 is 5xx)"', async () => {
