@@ -13,8 +13,6 @@ import { isRootProtected } from './router.ts';
 export interface OpenApiMount {
   /** "ldap/", "auth/cloud/". */
   path: string;
-  type: string;
-  description: string;
   paths: PathDefinition[];
 }
 

@@ -38,7 +38,7 @@ describe('path patterns as OpenAPI templates', () => {
 
 describe('the document of a backend', () => {
   const doc = openApiDocument([{
-    path: 'kv/', type: 'test', description: '',
+    path: 'kv/',
     paths: [
       definePath({
         pattern: 'item/(?<name>\\w+)',
