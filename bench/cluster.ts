@@ -30,7 +30,7 @@ const TARGET = 1.2;
 interface Served { url: string; pid: number; token?: string; close(): Promise<void> }
 
 /** One measured configuration: operations per second in all, and server CPU per operation on each node (µs). */
-interface Figure { perSecond: number; cpuUs: number[] }
+interface Figure { perSecond: number; cpuUs: number[]; note?: string }
 
 /** Runs `drive` (64 clients) against every node at once for `seconds` and charges each node's CPU to the operations it served. */
 async function measure(nodes: Served[], seconds: number, drive: (node: Served) => Promise<number>): Promise<Figure> {
@@ -46,10 +46,11 @@ async function measure(nodes: Served[], seconds: number, drive: (node: Served) =
 /** The three configurations of a section, and the verdict on the two-node one. */
 function report(section: string, unit: string, sqlite: Figure, postgres: Figure, two: Figure): string[] {
   const worst = Math.max(...two.cpuUs.map((c) => ratio(c, postgres.cpuUs[0])));
+  const note = (f: Figure) => (f.note ? ` (${f.note})` : '');
   return [
-    `${section}: SQLite, one node           ${fmt(sqlite.perSecond)} ${unit}/s, server CPU ${fmt(sqlite.cpuUs[0])} µs each`,
-    `${section}: PostgreSQL, one node       ${fmt(postgres.perSecond)} ${unit}/s, server CPU ${fmt(postgres.cpuUs[0])} µs each`,
-    `${section}: PostgreSQL, two nodes      ${fmt(two.perSecond)} ${unit}/s in all, server CPU ${two.cpuUs.map((c) => `${fmt(c)} µs`).join(' and ')} each ` +
+    `${section}: SQLite, one node           ${fmt(sqlite.perSecond)} ${unit}/s, server CPU ${fmt(sqlite.cpuUs[0])} µs each${note(sqlite)}`,
+    `${section}: PostgreSQL, one node       ${fmt(postgres.perSecond)} ${unit}/s, server CPU ${fmt(postgres.cpuUs[0])} µs each${note(postgres)}`,
+    `${section}: PostgreSQL, two nodes      ${fmt(two.perSecond)} ${unit}/s in all${note(two)}, server CPU ${two.cpuUs.map((c) => `${fmt(c)} µs`).join(' and ')} each ` +
       `= ${two.cpuUs.map((c) => `${fmt(ratio(c, postgres.cpuUs[0]), 2)}x`).join(' and ')} the one-node PostgreSQL figure (target <= ${TARGET}x) ${worst <= TARGET ? 'OK' : 'ABOVE TARGET'}`,
   ];
 }
@@ -68,7 +69,7 @@ const served = (n: NodeProcess): Served => ({ url: n.url, pid: n.proc.pid!, clos
  * the same load as the single node does: scaling out is judged by what an operation costs a node, not by how a second
  * node shares cores that the first one already used.
  */
-async function threeWays(postgres: PostgresFacts, start: (storage: Record<string, string>, dir: string) => Promise<Served[]>, run: (nodes: Served[]) => Promise<Figure>): Promise<Figure[]> {
+async function threeWays(postgres: PostgresFacts, start: (storage: Record<string, string>, dir: string, nodes: number) => Promise<Served[]>, run: (nodes: Served[]) => Promise<Figure>): Promise<Figure[]> {
   const dir = mkdtempSync(join(tmpdir(), 'strongroom-bench-cluster-'));
   const configs: Served[][] = [];
   try {
@@ -76,8 +77,8 @@ async function threeWays(postgres: PostgresFacts, start: (storage: Record<string
       const storage: Record<string, string> = configs.length === 0 ? {} : { BENCH_STORAGE: (await createDatabase(postgres)).url };
       const own = join(dir, String(configs.length));
       mkdirSync(own);
-      const started = await start(storage, own);
-      configs.push(nodes === 2 ? [...started, ...(await start({ ...storage, BENCH_JOIN: '1' }, own))] : started);
+      const started = await start(storage, own, nodes);
+      configs.push(nodes === 2 ? [...started, ...(await start({ ...storage, BENCH_JOIN: '1' }, own, nodes))] : started);
     }
     const best: Figure[] = [];
     for (let round = 0; round < 2; round++) {
@@ -141,41 +142,54 @@ async function cloudLogin(postgres: PostgresFacts, seconds: number): Promise<str
   }
 }
 
-/** Check-out and check-in cycles of 64 clients over HTTP (library sets of 16 accounts), against real server processes. */
+/**
+ * Check-out and check-in cycles of 64 clients per node over HTTP against real server processes. The set has 16
+ * accounts per node: each node's clients compete for as many accounts as one node's do alone (with the same set for
+ * twice the clients, most check-outs would find nothing free, and the cost of those refusals would be charged to the
+ * cycles).
+ */
 async function library(postgres: PostgresFacts, slapd: SlapdFacts, seconds: number): Promise<string[]> {
   const key = randomBytes(32).toString('base64');
-  const figures = await threeWays(postgres, async (env, dir) => {
+  const figures = await threeWays(postgres, async (env, dir, nodes) => {
     const storage = env.BENCH_STORAGE ?? `sqlite:${join(dir, 'strongroom.db')}`;
     const node = await startNode(storage, key, { STRONGROOM_LOG_LEVEL: 'error' });
     if (!env.BENCH_JOIN) {
-      const ou = await createIsolatedOu(slapd, { users: 0, serviceAccounts: 16 });
+      const ou = await createIsolatedOu(slapd, { users: 0, serviceAccounts: 16 * nodes });
       await node.request('POST', 'ldap/config', { body: { url: slapd.url, binddn: ou.engine.dn, bindpass: ou.engine.password, userdn: ou.dn, request_timeout: 5 } });
       const set = await node.request('POST', 'ldap/library/bench', { body: { service_account_names: ou.serviceAccounts.map((a) => a.name), ttl: '1h', disable_check_in_enforcement: true } });
       if (set.status !== 204) throw new Error(`library set: ${set.status} ${JSON.stringify(set.body)}`);
     }
     return [served(node)];
-  }, (nodes) => measure(nodes, seconds, async (node) => {
-    const until = performance.now() + seconds * 1000;
-    let cycles = 0;
-    const call = (path: string, body?: unknown) => fetch(`${node.url}/v1/ldap/library/bench/${path}`, {
-      method: 'POST', headers: { 'x-service-token': 'root', 'content-type': 'application/json' }, body: JSON.stringify(body ?? {}),
-    });
-    await Promise.all(Array.from({ length: 64 }, async () => {
-      while (performance.now() < until) {
-        const out = await call('check-out');
-        if (out.status !== 200) {
-          await out.text();
-          await new Promise((resolve) => setTimeout(resolve, 5));
-          continue;
-        }
-        const account = ((await out.json()) as { data: { service_account_name: string } }).data.service_account_name;
-        await (await call('check-in', { service_account_names: [account] })).text();
-        cycles++;
-      }
-    }));
-    return cycles;
-  }));
+  }, async (nodes) => {
+    const refused = { count: 0 };
+    const figure = await measure(nodes, seconds, (node) => libraryClients(node, seconds, refused));
+    return { ...figure, note: `${fmt(refused.count / (figure.perSecond * seconds), 1)} check-outs per cycle found no account free` };
+  });
   return report('cluster: library cycles', 'cycles', figures[0], figures[1], figures[2]);
+}
+
+/** 64 clients checking accounts of the set out and in again until `seconds` pass: the cycles done. */
+async function libraryClients(node: Served, seconds: number, refused: { count: number }): Promise<number> {
+  const until = performance.now() + seconds * 1000;
+  let cycles = 0;
+  const call = (path: string, body?: unknown) => fetch(`${node.url}/v1/ldap/library/bench/${path}`, {
+    method: 'POST', headers: { 'x-service-token': 'root', 'content-type': 'application/json' }, body: JSON.stringify(body ?? {}),
+  });
+  await Promise.all(Array.from({ length: 64 }, async () => {
+    while (performance.now() < until) {
+      const out = await call('check-out');
+      if (out.status !== 200) {
+        refused.count++;
+        await out.text();
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        continue;
+      }
+      const account = ((await out.json()) as { data: { service_account_name: string } }).data.service_account_name;
+      await (await call('check-in', { service_account_names: [account] })).text();
+      cycles++;
+    }
+  }));
+  return cycles;
 }
 
 export function clusterSections(seconds: number): { sections: Array<[string, () => Promise<string[]>]>; cleanup: () => Promise<void> } {

@@ -85,6 +85,19 @@ describe('compare-and-set across nodes (two pools on one database)', () => {
     }
   });
 
+  it('"writes asked for in one turn land together in order, each whole or not at all under its own conditions, the later ones seeing the earlier"', async () => {
+    const db = await database();
+    const s = await node(db.url);
+    const results = await Promise.all([
+      s.transaction([{ type: 'put', key: 'turn/a', value: b('1') }], [{ key: 'turn/a', expected: undefined }]),
+      s.transaction([{ type: 'put', key: 'turn/a', value: b('2') }, { type: 'put', key: 'turn/b', value: b('x') }], [{ key: 'turn/a', expected: b('1') }]),
+      s.transaction([{ type: 'put', key: 'turn/a', value: b('3') }, { type: 'put', key: 'turn/c', value: b('y') }], [{ key: 'turn/a', expected: undefined }]),
+      s.transaction([{ type: 'delete', key: 'turn/b' }]),
+    ]);
+    expect(results).toEqual([true, true, false, true]);
+    expect([text(await s.get('turn/a')), await s.get('turn/b'), await s.get('turn/c')]).toEqual(['2', undefined, undefined]);
+  });
+
   it('"a transaction naming more keys than the per-key lock limit takes the write gate and is serialised with small ones"', async () => {
     const db = await database();
     const [a, c] = [await node(db.url), await node(db.url)];
@@ -162,7 +175,7 @@ describe('the schema, made at start under a lock', () => {
   it('"four nodes starting together on an empty database make one schema, without error"', async () => {
     const db = await database();
     const nodes = await Promise.all(Array.from({ length: 4 }, () => node(db.url)));
-    expect(await psql(db.url, 'SELECT version FROM strongroom_schema')).toEqual([{ version: 2 }]);
+    expect(await psql(db.url, 'SELECT version FROM strongroom_schema')).toEqual([{ version: 3 }]);
     expect(await psql(db.url, "SELECT proname FROM pg_proc WHERE proname = 'strongroom_write'")).toHaveLength(1);
     await nodes[0].put('seen/by', b('all'));
     for (const n of nodes) expect(text(await n.get('seen/by'))).toBe('all');
@@ -175,14 +188,14 @@ describe('the schema, made at start under a lock', () => {
     await first.close();
     const again = await node(db.url);
     expect(text(await again.get('kept'))).toBe('1');
-    expect(await psql(db.url, 'SELECT version FROM strongroom_schema')).toEqual([{ version: 2 }]);
+    expect(await psql(db.url, 'SELECT version FROM strongroom_schema')).toEqual([{ version: 3 }]);
   });
 
   it('"a schema newer than this build is refused at start, naming both versions"', async () => {
     const db = await database();
     await (await PostgresStorage.open(db.url)).close();
     await psql(db.url, 'UPDATE strongroom_schema SET version = 99');
-    await expect(PostgresStorage.open(db.url)).rejects.toThrow(/schema version 99, newer than this build's 2/);
+    await expect(PostgresStorage.open(db.url)).rejects.toThrow(/schema version 99, newer than this build's 3/);
     await expect(startTestServer({ postgresUrl: db.url })).rejects.toBeInstanceOf(StartupError);
   });
 });

@@ -96,6 +96,50 @@ $$`;
 }
 
 /**
+ * Several writes in one transaction, in order, each with its own conditions (so each lands whole or not at all, and
+ * sees the ones before it), one commit for all: the writes of one event-loop turn (`transaction` below). Each write's
+ * keys are found in the flat arrays by its counts. Every key of every write is locked first, in hash order, so two
+ * batches never deadlock; a batch names at most MAX_KEY_LOCKS keys, so it never needs the write gate.
+ */
+const WRITE_MANY_FUNCTION = `
+CREATE FUNCTION strongroom_write_many(lock_keys text[], cond_counts integer[], cond_keys text[], cond_values bytea[], put_counts integer[], put_keys text[], put_values bytea[], delete_counts integer[], delete_keys text[], tracked boolean)
+RETURNS boolean[] LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  applied boolean[] := '{}';
+  c integer := 1;
+  p integer := 1;
+  d integer := 1;
+BEGIN
+  IF current_setting('synchronous_commit') = 'off' THEN
+    PERFORM set_config('synchronous_commit', 'on', true);
+  END IF;
+  PERFORM pg_advisory_xact_lock_shared(${LOCK_CLASS}, ${WRITE_GATE});
+  PERFORM pg_advisory_xact_lock(h) FROM (SELECT DISTINCT hashtextextended(k, 0) AS h FROM unnest(lock_keys) AS k ORDER BY h) AS ordered;
+  FOR i IN 1 .. cardinality(cond_counts) LOOP
+    IF EXISTS (
+      SELECT FROM unnest(cond_keys[c : c + cond_counts[i] - 1], cond_values[c : c + cond_counts[i] - 1]) AS x (key, expected)
+      LEFT JOIN strongroom_kv AS kv ON kv.key = x.key
+      WHERE kv.value IS DISTINCT FROM x.expected
+    ) THEN
+      applied := applied || false;
+    ELSE
+      DELETE FROM strongroom_kv WHERE key = ANY (delete_keys[d : d + delete_counts[i] - 1]);
+      INSERT INTO strongroom_kv (key, value) SELECT * FROM unnest(put_keys[p : p + put_counts[i] - 1], put_values[p : p + put_counts[i] - 1])
+        ON CONFLICT (key) DO UPDATE SET value = excluded.value;
+      applied := applied || true;
+    END IF;
+    c := c + cond_counts[i];
+    p := p + put_counts[i];
+    d := d + delete_counts[i];
+  END LOOP;
+  IF tracked THEN
+    UPDATE strongroom_changes SET version = version + 1;
+  END IF;
+  RETURN applied;
+END
+$$`;
+
+/**
  * Schema versions in order: entry i upgrades version i to i + 1. Released entries are never edited, only appended
  * to. Keys sort in byte order (COLLATE "C", whatever the database's collation), so a prefix is one range of the
  * primary key's index and listing a folder never sorts or scans past it.
@@ -111,6 +155,7 @@ const SCHEMA_STEPS: string[] = [
    INSERT INTO strongroom_leader (term, node, valid_until) VALUES (0, '', '-infinity');
    DROP FUNCTION strongroom_write(text[], text[], bytea[], text[], bytea[], text[]);
    ${writeFunction(true)};`,
+  WRITE_MANY_FUNCTION,
 ];
 
 /**
@@ -261,18 +306,83 @@ export class PostgresStorage implements Storage, SharedStorage {
     return directChildren(prefix, keys);
   }
 
-  async transaction(ops: StorageOp[], conditions: StorageCondition[] = []): Promise<boolean> {
+  /**
+   * Writes asked for in one turn of the event loop go to the database together, as one statement and one commit
+   * (`strongroom_write_many`), like the SQLite store's group commit: under load a round trip and a commit per write
+   * cost more than the writes. Each still lands whole or not at all under its own conditions. A write of more than
+   * MAX_KEY_LOCKS keys goes alone, under the write gate.
+   */
+  transaction(ops: StorageOp[], conditions: StorageCondition[] = []): Promise<boolean> {
+    if (this.#unavailable) return Promise.reject(this.#unavailable);
     const { puts, deletes } = fold(ops);
-    const locked = new Set([...puts.keys(), ...deletes, ...conditions.map((c) => c.key)]);
-    const tracked = deletes.some(this.#tracked) || [...puts.keys()].some(this.#tracked);
+    const write: Write = {
+      locked: [...new Set([...puts.keys(), ...deletes, ...conditions.map((c) => c.key)])], conditions, puts, deletes,
+      tracked: deletes.some(this.#tracked) || [...puts.keys()].some(this.#tracked),
+    };
+    if (write.locked.length > MAX_KEY_LOCKS) return this.#writeAlone(write);
+    return new Promise((resolve, reject) => {
+      if (!this.#writes) {
+        this.#writes = [];
+        setImmediate(() => this.#writeTurn());
+      }
+      this.#writes.push({ write, resolve, reject });
+    });
+  }
+
+  #writes: PendingWrite[] | undefined;
+
+  /** The turn's writes in batches of at most MAX_KEY_LOCKS distinct keys, in the order they were asked for. */
+  #writeTurn(): void {
+    const pending = this.#writes!;
+    this.#writes = undefined;
+    let batch: PendingWrite[] = [];
+    let keys = new Set<string>();
+    for (const entry of pending) {
+      const added = entry.write.locked.filter((k) => !keys.has(k)).length;
+      if (batch.length > 0 && keys.size + added > MAX_KEY_LOCKS) {
+        void this.#writeBatch(batch, keys);
+        [batch, keys] = [[], new Set()];
+      }
+      batch.push(entry);
+      for (const k of entry.write.locked) keys.add(k);
+    }
+    void this.#writeBatch(batch, keys);
+  }
+
+  async #writeBatch(batch: PendingWrite[], keys: Set<string>): Promise<void> {
+    try {
+      if (batch.length === 1) {
+        batch[0].resolve(await this.#writeAlone(batch[0].write));
+        return;
+      }
+      const writes = batch.map((b) => b.write);
+      const { rows } = await this.#query<{ applied: boolean[] }>('strongroom_write_many', 'SELECT strongroom_write_many($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) AS applied', [
+        [...keys],
+        writes.map((w) => w.conditions.length),
+        writes.flatMap((w) => w.conditions.map((c) => c.key)),
+        writes.flatMap((w) => w.conditions.map((c) => c.expected ?? null)),
+        writes.map((w) => w.puts.size),
+        writes.flatMap((w) => [...w.puts.keys()]),
+        writes.flatMap((w) => [...w.puts.values()]),
+        writes.map((w) => w.deletes.length),
+        writes.flatMap((w) => w.deletes),
+        writes.some((w) => w.tracked),
+      ]);
+      batch.forEach((b, i) => b.resolve(rows[0].applied[i]));
+    } catch (err) {
+      for (const b of batch) b.reject(err);
+    }
+  }
+
+  async #writeAlone(write: Write): Promise<boolean> {
     const { rows } = await this.#query<{ applied: boolean }>('strongroom_write', 'SELECT strongroom_write($1, $2, $3, $4, $5, $6, $7) AS applied', [
-      [...locked],
-      conditions.map((c) => c.key),
-      conditions.map((c) => c.expected ?? null),
-      [...puts.keys()],
-      [...puts.values()],
-      deletes,
-      tracked,
+      write.locked,
+      write.conditions.map((c) => c.key),
+      write.conditions.map((c) => c.expected ?? null),
+      [...write.puts.keys()],
+      [...write.puts.values()],
+      write.deletes,
+      write.tracked,
     ]);
     return rows[0].applied;
   }
@@ -451,6 +561,21 @@ function prefixEnd(prefix: string): string | undefined {
     if (last < 0x10ffff) return points.join('') + String.fromCodePoint(last === 0xd7ff ? 0xe000 : last + 1);
   }
   return undefined;
+}
+
+/** One write as `strongroom_write` takes it: the keys it locks, its guards, and the final state of each key it writes. */
+interface Write {
+  locked: string[];
+  conditions: StorageCondition[];
+  puts: Map<string, Buffer>;
+  deletes: string[];
+  tracked: boolean;
+}
+
+interface PendingWrite {
+  write: Write;
+  resolve(applied: boolean): void;
+  reject(err: unknown): void;
 }
 
 /** The final state per key of a list of operations applied in order. */
