@@ -61,6 +61,17 @@ const leaderOf = async <N extends TestServer>(nodes: N[]): Promise<N> => {
   return nodes.find((n) => n.core.cluster.leading)!;
 };
 
+/** Two nodes, which of them leads, and the test engine at kv/ on both. */
+async function leaderAndFollower() {
+  const { start } = await cluster();
+  const nodes = [await start(), await start()];
+  const leader = await leaderOf(nodes);
+  const follower = nodes.find((n) => n !== leader)!;
+  await ok(leader, 'POST', 'sys/mounts/kv', { type: 'test' });
+  await expect.poll(async () => (await follower.request('GET', 'kv/creds/none')).status).toBe(200);
+  return { nodes, leader, follower };
+}
+
 describe('initialisation', () => {
   it('"two nodes starting together on an empty database: one initialises it, both serve its root token, and there is one root token"', async () => {
     const { start } = await cluster();
@@ -163,6 +174,14 @@ describe('work any node may start, guarded by compare-and-set', () => {
 });
 
 describe('the leader', () => {
+  it('"a node with a store of its own (memory, SQLite) always leads; sys/leader says HA is off, sys/ha-status lists it alone"', async () => {
+    const alone = await startTestServer();
+    closers.push(() => alone.close());
+    expect(alone.core.cluster.leading).toBe(true);
+    expect((await alone.request('GET', 'sys/leader', { token: null })).body).toMatchObject({ ha_enabled: false, is_self: false, leader_address: '' });
+    expect((await alone.request('GET', 'sys/ha-status')).body.nodes).toEqual([expect.objectContaining({ active_node: true, last_echo: null })]);
+  });
+
   it('"exactly one node leads; sys/leader and sys/ha-status say which on every node"', async () => {
     const { start } = await cluster();
     const nodes = [await start(), await start(), await start()];
@@ -206,12 +225,7 @@ describe('the leader', () => {
   });
 
   it('"a lease issued through a follower expires on the leader, once"', async () => {
-    const { start } = await cluster();
-    const nodes = [await start(), await start()];
-    const leader = await leaderOf(nodes);
-    const follower = nodes.find((n) => n !== leader)!;
-    await ok(leader, 'POST', 'sys/mounts/kv', { type: 'test' });
-    await expect.poll(async () => (await follower.request('GET', 'kv/creds/none')).status).toBe(200);
+    const { nodes, leader, follower } = await leaderAndFollower();
     const revoked = () => nodes.flatMap((n) => n.probes.get('kv/')?.revoked ?? []);
     const before = revoked().length;
     await follower.request('GET', 'kv/creds/short?ttl=1s');
@@ -220,12 +234,7 @@ describe('the leader', () => {
   });
 
   it('"a revoke by hand through one node while the leader expires the same lease calls the engine once"', async () => {
-    const { start } = await cluster();
-    const nodes = [await start(), await start()];
-    const leader = await leaderOf(nodes);
-    const follower = nodes.find((n) => n !== leader)!;
-    await ok(leader, 'POST', 'sys/mounts/kv', { type: 'test' });
-    await expect.poll(async () => (await follower.request('GET', 'kv/creds/none')).status).toBe(200);
+    const { nodes, leader, follower } = await leaderAndFollower();
     let open!: () => void;
     leader.probes.get('kv/')!.revokeGate = new Promise<void>((resolve) => (open = resolve));
     const { lease_id } = (await follower.request('GET', 'kv/creds/raced?ttl=1s')).body;
