@@ -201,7 +201,9 @@ export class Barrier implements Storage {
 
   async get(key: string): Promise<Buffer | undefined> {
     const blob = await this.#inner.get(key);
-    return blob === undefined ? undefined : Buffer.from(await this.#plaintextOf(key, blob));
+    if (blob === undefined) return undefined;
+    const plain = this.#plaintextOf(key, blob);
+    return Buffer.from(plain instanceof Buffer ? plain : await plain);
   }
   async put(key: string, value: Buffer): Promise<void> {
     const sealed = this.#seal(key, value);
@@ -382,15 +384,20 @@ export class Barrier implements Storage {
     this.#opened.set(blob, Buffer.from(plaintext));
     return blob;
   }
-  /** A value sealed under a term this node has not seen (another node rotated) makes it read the keyring once. */
-  async #plaintextOf(path: string, blob: Buffer): Promise<Buffer> {
-    let plain = this.#opened.get(blob);
-    if (!plain) {
-      this.#requireActive();
-      if (blob.length >= 4 && !this.#keys.has(blob.readUInt32BE(0))) await this.reload();
-      plain = open((t) => this.#keys.get(t), path, blob);
-      this.#opened.set(blob, plain);
-    }
+  /**
+   * A value sealed under a term this node has not seen (another node rotated) makes it read the keyring once. Every
+   * other value opens synchronously: a read on the hot path waits for nothing more than its storage call.
+   */
+  #plaintextOf(path: string, blob: Buffer): Buffer | Promise<Buffer> {
+    const known = this.#opened.get(blob);
+    if (known) return known;
+    this.#requireActive();
+    if (blob.length >= 4 && !this.#keys.has(blob.readUInt32BE(0))) return this.reload().then(() => this.#open(path, blob));
+    return this.#open(path, blob);
+  }
+  #open(path: string, blob: Buffer): Buffer {
+    const plain = open((t) => this.#keys.get(t), path, blob);
+    this.#opened.set(blob, plain);
     return plain;
   }
   #requireActive(): KeyringEntry {
