@@ -263,7 +263,9 @@ export class Cluster {
       await shared.releaseLeadership(this.nodeId, term).catch(() => undefined);
       return;
     }
-    await this.#takeOver(term, record.bytes);
+    // Not awaited: starting the leader's work (scanning leases, reading schedules) may take longer than the lease
+    // lasts, and the renewals must go on meanwhile.
+    void this.#takeOver(term, record.bytes);
   }
 
   /**
@@ -282,12 +284,13 @@ export class Cluster {
     return undefined;
   }
 
-  async #takeOver(term: number, record: Buffer | undefined): Promise<void> {
+  /** Leads from now on; resolves once the leader's work has started. */
+  #takeOver(term: number, record: Buffer | undefined): Promise<void> {
     this.#term = term;
     this.#record = record;
     this.#leading = true;
     if (this.shared) this.#o.logger.info({ node_id: this.nodeId, term }, 'this node leads the cluster: background work runs here');
-    await this.#transition(true);
+    return this.#transition(true);
   }
 
   #stepDown(reason: string): void {
