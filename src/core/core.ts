@@ -186,10 +186,13 @@ export class Core {
         await this.enableMount(m.path, m.type, m.description, { default_lease_ttl: 0, max_lease_ttl: 0 });
       }
       rootToken = (await this.createRootToken(rootTokenId)).token;
-      await this.barrier.put(INITIALIZED_KEY, Buffer.from(new Date(this.clock.now()).toISOString()));
+      await this.#markInitialized();
     } else {
       await this.barrier.unseal(unsealKey);
-      if (!initializedBefore) await this.#awaitPeerInitialization();
+      // On a shared store a peer may have written the keys and still be making the rest, whichever branch this node
+      // saw; a store of its own has no peer, and one made before the mark existed gets it now.
+      if (this.options.storage.shared) await this.#awaitPeerInitialization();
+      else if ((await this.barrier.get(INITIALIZED_KEY)) === undefined) await this.#markInitialized();
       await this.tokens.load();
       await this.policies.ensureDefault();
       // A built-in added after the store was initialised (identity/) still gets its mount.
@@ -214,11 +217,17 @@ export class Core {
     const until = performance.now() + PEER_INITIALIZATION_WAIT_MS;
     while ((await this.barrier.get(INITIALIZED_KEY)) === undefined) {
       if (performance.now() > until) {
-        this.logger.warn('the node that initialised the store has not finished within 30 s; starting anyway');
+        // A store migrated from one made before the mark, or an initialiser that died: marked so later starts go on.
+        this.logger.warn('the store has no initialisation mark after 30 s (its initialiser died, or it predates the mark); marking it and starting');
+        await this.#markInitialized();
         return;
       }
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
+  }
+
+  async #markInitialized(): Promise<void> {
+    await this.barrier.put(INITIALIZED_KEY, Buffer.from(new Date(this.clock.now()).toISOString()));
   }
 
   async stop(): Promise<void> {

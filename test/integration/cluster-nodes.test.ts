@@ -4,6 +4,8 @@ import { afterEach, describe, expect, inject, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { LEADER_KEY, type ClusterTimings } from '../../src/core/cluster.ts';
+import type { BackendRegistry } from '../../src/core/core.ts';
+import { backendTypes } from '../../src/engines.ts';
 import { createDatabase } from '../support/postgres.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 import { testBackend, type TestBackendProbe } from '../support/test-backend.ts';
@@ -20,14 +22,14 @@ interface Node extends TestServer {
   probes: Map<string, TestBackendProbe>;
 }
 
-/** A database and a way to start nodes on it, each with the test engine (its own probes) and the same unseal key. */
-async function cluster() {
+/** A database and a way to start nodes on it, each with the test engine (its own probes, unless `engines` are given) and the same unseal key. */
+async function cluster(engines?: BackendRegistry) {
   const db = await createDatabase(postgres);
   closers.push(() => db.drop());
   const unsealKey = randomBytes(32).toString('base64');
   const start = async (): Promise<Node> => {
     const probes = new Map<string, TestBackendProbe>();
-    const s = await startTestServer({ postgresUrl: db.url, unsealKey, backends: { secret: { test: testBackend(probes) }, auth: {} }, cluster: timings });
+    const s = await startTestServer({ postgresUrl: db.url, unsealKey, backends: engines ?? { secret: { test: testBackend(probes) }, auth: {} }, cluster: timings });
     const close = s.close.bind(s);
     let closed = false;
     const node = Object.assign(s, { probes, close: async () => {
@@ -73,12 +75,17 @@ async function leaderAndFollower() {
 }
 
 describe('initialisation', () => {
-  it('"two nodes starting together on an empty database: one initialises it, both serve its root token, and there is one root token"', async () => {
-    const { start } = await cluster();
-    const [a, b] = await Promise.all([start(), start()]);
-    for (const n of [a, b]) expect((await n.request('GET', 'auth/token/lookup-self')).body.data.policies).toEqual(['root']);
-    expect((await a.request('LIST', 'auth/token/accessors')).body.data.keys).toHaveLength(1);
-    expect(Object.keys((await b.request('GET', 'sys/mounts')).body.data).sort()).toEqual(Object.keys((await a.request('GET', 'sys/mounts')).body.data).sort());
+  it('"two nodes starting together on an empty database: one initialises it, both serve its root token and its default mounts as soon as they start, and there is one root token"', async () => {
+    for (let round = 0; round < 3; round++) {
+      const { start } = await cluster(backendTypes);
+      const [a, b] = await Promise.all([start(), start()]);
+      for (const n of [a, b]) {
+        expect((await n.request('GET', 'auth/token/lookup-self')).body.data.policies).toEqual(['root']);
+        expect(Object.keys((await n.request('GET', 'sys/mounts')).body.data)).toEqual(expect.arrayContaining(['cloud/', 'ldap/', 'sys/', 'identity/']));
+        expect(JSON.stringify((await n.request('LIST', 'ldap/static-role')).body), 'the default ldap/ mount is routed').not.toMatch(/no handler for route/);
+      }
+      expect((await a.request('LIST', 'auth/token/accessors')).body.data.keys).toHaveLength(1);
+    }
   });
 
   it('"a node with another unseal key is refused"', async () => {
