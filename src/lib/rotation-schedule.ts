@@ -79,9 +79,10 @@ function cron(text: string, fromMs: number): CronExpression {
  * The schedule the fields describe, checked: exactly one of rotation_period and rotation_schedule unless automated
  * rotation is disabled, a window only with a schedule and at least MIN_WINDOW_SECONDS, a period of at least
  * `minPeriod` seconds. `current` is the stored schedule an update starts from: a field not given keeps its value,
- * and giving one of period and schedule replaces the other.
+ * and giving one of period and schedule replaces the other. `optional`: neither period nor schedule is allowed and
+ * means no automated rotation (root credentials, which rotate automatically only when the operator asks for it).
  */
-export function resolveSchedule(given: ScheduleFields, { minPeriod, current }: { minPeriod: number; current?: ScheduleFields }): ScheduleFields & { schedule: RotationSchedule } {
+export function resolveSchedule(given: ScheduleFields, { minPeriod, current, optional = false }: { minPeriod: number; current?: ScheduleFields; optional?: boolean }): ScheduleFields & { schedule: RotationSchedule } {
   const switched = given.rotation_period !== undefined || given.rotation_schedule !== undefined;
   const fields: ScheduleFields = {
     rotation_period: given.rotation_period ?? (switched ? undefined : current?.rotation_period),
@@ -104,6 +105,7 @@ export function resolveSchedule(given: ScheduleFields, { minPeriod, current }: {
   if (schedule !== undefined) cron(schedule, 0);
   if (disabled) return { ...fields, schedule: { kind: 'manual' } };
   if (period === undefined && schedule === undefined) {
+    if (optional) return { ...fields, schedule: { kind: 'manual' } };
     throw new ScheduleError(['rotation_period', 'rotation_schedule'], 'one of rotation_period and rotation_schedule is required unless disable_automated_rotation is set');
   }
   return { ...fields, schedule: schedule !== undefined ? { kind: 'cron', schedule: schedule.trim(), window: window ?? 0 } : { kind: 'period', period: period! } };
@@ -146,4 +148,13 @@ export function whenToRun(s: RotationSchedule, dueMs: number, nowMs: number): { 
   if (latest > dueMs && nowMs < windowCloses(s, latest)) return { runAt: nowMs, dueMs: latest };
   const next = nextDue(s, nowMs)!;
   return { runAt: next, dueMs: next };
+}
+
+/**
+ * Delay before retry number `attempt` (1-based): base * 2^(attempt-1), capped at max, then "equal
+ * jitter" (half fixed, half random) so many failing accounts do not retry in lock-step.
+ */
+export function retryDelayMs(attempt: number, baseMs: number, maxMs: number, random: () => number = Math.random): number {
+  const exp = Math.min(maxMs, baseMs * 2 ** Math.min(Math.max(attempt - 1, 0), 30));
+  return Math.round(exp / 2 + random() * (exp / 2));
 }

@@ -25,6 +25,16 @@ describe('resolveSchedule', () => {
     expect(refusal({ rotation_period: 60, rotation_schedule: '* * * * *' }).fields).toEqual(['rotation_period', 'rotation_schedule']);
   });
 
+  it('"root credentials: automation is off unless configured" (optional)', () => {
+    const optional = (given: Parameters<typeof resolveSchedule>[0], current?: Parameters<typeof resolveSchedule>[0]) => resolveSchedule(given, { minPeriod: 5, current, optional: true }).schedule;
+    expect(optional({})).toEqual({ kind: 'manual' });
+    // Clearing the period of a stored schedule turns automation off instead of being refused.
+    expect(optional({ rotation_period: 0 }, { rotation_period: 3600 })).toEqual({ kind: 'manual' });
+    expect(optional({ rotation_period: 3600 })).toEqual({ kind: 'period', period: 3600 });
+    expect(() => optional({ rotation_window: 7200 })).toThrow(ScheduleError);
+    expect(() => optional({ rotation_period: 60, rotation_schedule: '* * * * *' })).toThrow(ScheduleError);
+  });
+
   it('"each bad combination is a 400 naming the fields"', () => {
     const cases: Array<[Parameters<typeof resolveSchedule>[0], string[]]> = [
       [{ rotation_period: 3600, rotation_window: 7200 }, ['rotation_window']],

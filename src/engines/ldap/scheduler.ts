@@ -9,16 +9,8 @@
 import type { Logger } from 'pino';
 import type { Clock } from '../../core/clock.ts';
 
-// ---- retry policy ----------------------------------------------------------------------------------
-
-/**
- * Delay before retry number `attempt` (1-based): base * 2^(attempt-1), capped at max, then "equal
- * jitter" (half fixed, half random) so many failing accounts do not retry in lock-step.
- */
-export function retryDelayMs(attempt: number, baseMs: number, maxMs: number, random: () => number = Math.random): number {
-  const exp = Math.min(maxMs, baseMs * 2 ** Math.min(Math.max(attempt - 1, 0), 30));
-  return Math.round(exp / 2 + random() * (exp / 2));
-}
+// The retry policy is the one every rotation shares (root credentials too): lib/rotation-schedule.ts.
+export { retryDelayMs } from '../../lib/rotation-schedule.ts';
 
 // ---- scheduler -------------------------------------------------------------------------------------
 
