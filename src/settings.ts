@@ -45,6 +45,10 @@ export const settingsSchema = z.object({
   STRONGROOM_UNAUTHENTICATED_METRICS: bool.default(false),
   STRONGROOM_AUDIT_ALLOW_PREFIX: bool.default(false),
   STRONGROOM_AUDIT_ALLOW_RAW: bool.default(false),
+  /** A declarative bootstrap file (docs/bootstrap.md), applied after unseal at start and again on SIGHUP. */
+  STRONGROOM_BOOTSTRAP: z.string().optional(),
+  /** Lets the bootstrap file declare tokens with fixed ids outside dev mode (a known id is a guessable one). */
+  STRONGROOM_BOOTSTRAP_ALLOW_TOKEN_IDS: bool.default(false),
 }).refine((s) => s.STRONGROOM_DEFAULT_LEASE_TTL <= s.STRONGROOM_MAX_LEASE_TTL, { message: 'STRONGROOM_DEFAULT_LEASE_TTL must not exceed STRONGROOM_MAX_LEASE_TTL' })
   .refine((s) => s.STRONGROOM_HEADERS_TIMEOUT <= s.STRONGROOM_REQUEST_TIMEOUT, { message: 'STRONGROOM_HEADERS_TIMEOUT must not exceed STRONGROOM_REQUEST_TIMEOUT' })
   .refine((s) => !s.STRONGROOM_TLS_CERT_FILE === !s.STRONGROOM_TLS_KEY_FILE, { message: 'STRONGROOM_TLS_CERT_FILE and STRONGROOM_TLS_KEY_FILE go together' })
