@@ -1,26 +1,44 @@
 # syntax=docker/dockerfile:1
 # Strongroom: production image. Node 24 runs the TypeScript sources directly (native type stripping),
 # so there is no build step; the first stage only installs production dependencies.
-# test/integration/container-smoke.test.ts repeats these steps (production install, start, HEALTHCHECK).
+# test/integration/container-smoke.test.ts repeats these steps (the deps stage's RUN, the final stage's COPY lines,
+# CMD, HEALTHCHECK, STOPSIGNAL) with the app read-only; docs/container.md explains each choice.
 
 FROM node:24-slim AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
-RUN npm ci --omit=dev --ignore-scripts && npm cache clean --force
+# Source maps and type declarations are never read at run time: 37 of the install's 85 MB.
+RUN npm ci --omit=dev --ignore-scripts && npm cache clean --force && find node_modules -type f \( -name '*.map' -o -name '*.d.ts' -o -name '*.d.mts' -o -name '*.d.cts' \) -delete
 
 FROM node:24-slim
+ARG VERSION=0.1.0
+ARG SOURCE=https://github.com/strongroom/strongroom
+LABEL org.opencontainers.image.title="strongroom" \
+      org.opencontainers.image.description="A secrets server that speaks the Vault-style HTTP API: cloud (Azure) secrets, cloud JWT auth, LDAP secrets" \
+      org.opencontainers.image.source="${SOURCE}" \
+      org.opencontainers.image.licenses="MPL-2.0" \
+      org.opencontainers.image.version="${VERSION}"
 ENV NODE_ENV=production \
     STRONGROOM_ADDR=0.0.0.0:8200 \
     STRONGROOM_STORAGE=sqlite:/data/strongroom.db
 WORKDIR /app
+# Nothing runs npm, yarn or corepack at run time, so they are not left for anyone else to run.
+# /data and /var/log/strongroom (a file audit device's volume, docs/audit.md) are the only writable paths.
+RUN rm -rf /usr/local/lib/node_modules /usr/local/bin/npm /usr/local/bin/npx /usr/local/bin/corepack \
+        /usr/local/bin/yarn /usr/local/bin/yarnpkg /opt/yarn-* \
+ && mkdir -p /data /var/log/strongroom && chown 1000:1000 /data /var/log/strongroom
+# Owned by root, so the server cannot change its own code even where the root filesystem is writable.
 COPY --from=deps /app/node_modules ./node_modules
 COPY package.json ./
 COPY src ./src
-# /var/log/strongroom: for a file audit device's volume (docs/audit.md), created owned by node like /data.
-RUN mkdir -p /data /var/log/strongroom && chown node:node /data /var/log/strongroom
-USER node
-VOLUME ["/data"]
+# The example bootstrap file, for CI service containers, which start before the repository is checked out.
+COPY examples/bootstrap ./examples/bootstrap
+# The base image's node user, by number so that Kubernetes' runAsNonRoot can verify it.
+USER 1000:1000
+VOLUME ["/data", "/var/log/strongroom"]
 EXPOSE 8200
+# main.ts stops gracefully on SIGTERM (and SIGINT) and exits 0; no init process is needed (docs/container.md).
+STOPSIGNAL SIGTERM
 HEALTHCHECK --interval=30s --timeout=5s --start-period=15s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:8200/v1/sys/health').then((r) => process.exit(r.status === 200 ? 0 : 1), () => process.exit(1))"]
 CMD ["node", "--disable-warning=ExperimentalWarning", "src/main.ts"]
