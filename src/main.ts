@@ -3,14 +3,18 @@ import { StorageUnavailableError } from './core/storage/types.ts';
 import { createLogger } from './logger.ts';
 import { createServer, StartupError } from './server.ts';
 import { loadSettings, SettingsError } from './settings.ts';
+import { applyAndLog, BootstrapApplyError, BootstrapInvalidError, loadOptions, reloader } from './bootstrap/run.ts';
+import { loadBootstrapFile, type LoadedFile } from './bootstrap/load.ts';
 
 /**
  * Exit codes: 0 clean stop, 2 bad settings, 3 wrong unseal key, 4 storage failed while running (the supervisor
  * should restart the server), 5 the storage's database could not be reached at start (start again once it is up;
- * a database lost later is waited for, not exited on), 1 anything else.
+ * a database lost later is waited for, not exited on), 6 the bootstrap file could not be applied (what was applied
+ * before the failure stays; an invalid file is 2 and changes nothing), 1 anything else.
  */
 const EXIT_STORAGE_FAILED = 4;
 const EXIT_STORAGE_UNREACHABLE = 5;
+const EXIT_BOOTSTRAP_FAILED = 6;
 /**
  * From a storage failure to the exit: requests keep getting their 503 meanwhile and the fatal line reaches the
  * log. Short, because nothing served in between can be right.
@@ -26,6 +30,18 @@ async function main(): Promise<void> {
     process.exit(2);
   }
   const logger = createLogger(settings.STRONGROOM_LOG_LEVEL);
+  const bootstrapFile = settings.STRONGROOM_BOOTSTRAP;
+  let bootstrap: LoadedFile | undefined;
+  if (bootstrapFile) {
+    // Checked whole before the store is even opened: an invalid file changes nothing.
+    try {
+      bootstrap = loadBootstrapFile(bootstrapFile, loadOptions(settings));
+    } catch (err) {
+      if (!(err instanceof BootstrapInvalidError)) throw err;
+      process.stderr.write(`strongroom: invalid bootstrap file ${err.message}\n${err.lines().map((l) => `  ${l}\n`).join('')}`);
+      process.exit(2);
+    }
+  }
   let server;
   try {
     server = await createServer(settings, logger);
@@ -44,8 +60,22 @@ async function main(): Promise<void> {
     }
     throw err;
   }
-  // Log rotation: file audit devices reopen their files (without a handler, SIGHUP would end the process).
-  process.on('SIGHUP', () => void server.core.audit.reopen());
+  if (bootstrapFile && bootstrap) {
+    try {
+      await applyAndLog(server.core, bootstrapFile, bootstrap, logger);
+    } catch (err) {
+      process.stderr.write(`strongroom: the bootstrap could not be applied: ${(err as Error).message}\n`);
+      await server.close();
+      process.exit(err instanceof BootstrapApplyError ? EXIT_BOOTSTRAP_FAILED : 1);
+    }
+  }
+  const reapply = bootstrapFile ? reloader(server.core, bootstrapFile, loadOptions(settings), logger) : undefined;
+  // Log rotation: file audit devices reopen their files (without a handler, SIGHUP would end the process); the
+  // bootstrap file, if any, is checked and applied again.
+  process.on('SIGHUP', () => {
+    void server.core.audit.reopen();
+    void reapply?.();
+  });
   if (server.rootToken) {
     // Printed once, to the terminal only: the token is never logged and cannot be recovered later.
     process.stdout.write(`\nStrongroom initialised. Root token (shown once, store it safely):\n\n    ${server.rootToken}\n\n`);
