@@ -21,6 +21,8 @@ const counter = <L extends Labels = Record<never, string>>(name: string, help: s
 const gauge = <L extends Labels = Record<never, string>>(name: string, help: string, labels: ReadonlyArray<keyof L & string> = []): Family<L> => ({ name, help, type: 'gauge', labels });
 
 export const ROTATE_ROOT = counter<{ result: Result }>('strongroom_rotate_root_total', 'rotate-root attempts of an engine\'s own credential, by result.', ['result']);
+export const ROOT_ROTATIONS_SCHEDULED = counter<{ result: Result }>(
+  'strongroom_root_rotations_scheduled_total', 'Automated (rotation_period / rotation_schedule) rotations of an engine\'s own credential, by result.', ['result']);
 
 export const LDAP_STATIC_ROTATIONS = counter<{ result: Result }>(
   'strongroom_ldap_static_role_rotations_total', 'Static-role password rotations (scheduled and rotate-role), by result.', ['result']);
@@ -32,6 +34,11 @@ export const LDAP_LIBRARY_ACCOUNTS = gauge<{ set: string; state: 'available' | '
   'strongroom_ldap_library_accounts', 'Library accounts by set and state (returning: being checked in).', ['set', 'state']);
 export const LDAP_LIBRARY_REFUSED = counter<{ set: string }>(
   'strongroom_ldap_library_checkouts_refused_total', 'Check-outs refused because no account of the set was available.', ['set']);
+export type DriftTarget = 'static_role' | 'library';
+export const LDAP_DRIFT_VERIFICATIONS = counter<{ target: DriftTarget; result: 'verified' | 'drifted' | 'error' }>(
+  'strongroom_ldap_drift_verifications_total', 'Drift verification binds with the password the server holds, by kind of account and result (drifted: the directory refused the password; error: no answer, not counted as drift).', ['target', 'result']);
+export const LDAP_DRIFT_TAKEBACKS = counter<{ target: DriftTarget; result: Result }>(
+  'strongroom_ldap_drift_takebacks_total', 'Drifted accounts given a new password by the server (drift_action rotate), by kind of account and result.', ['target', 'result']);
 export const LDAP_DYNAMIC_CREDENTIALS = gauge('strongroom_ldap_dynamic_credentials', 'Dynamic-role credentials outstanding (leases not yet revoked).');
 
 export type ProviderApi = 'graph' | 'arm_authorization' | 'arm_compute';
