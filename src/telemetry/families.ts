@@ -28,6 +28,8 @@ export const LDAP_STATIC_ROTATIONS = counter<{ result: Result }>(
   'strongroom_ldap_static_role_rotations_total', 'Static-role password rotations (scheduled and rotate-role), by result.', ['result']);
 export const LDAP_STATIC_ROLES = gauge('strongroom_ldap_static_roles', 'Static roles of the mount.');
 export const LDAP_STATIC_ROLES_FAILING = gauge('strongroom_ldap_static_roles_failing', 'Static roles whose last rotation failed.');
+export const LDAP_ROTATION_FAILURES = gauge<{ kind: 'rotation' | 'drift' }>(
+  'strongroom_ldap_rotation_failures', 'Entries of LIST rotation-failures by kind: rotation (a static role whose rotation keeps failing) or drift (an account whose password the directory no longer takes).', ['kind']);
 export const LDAP_ROTATION_OVERDUE = gauge(
   'strongroom_ldap_static_role_rotation_overdue_seconds', 'How long the most overdue static-role rotation has been due (0 when none is).');
 export const LDAP_LIBRARY_ACCOUNTS = gauge<{ set: string; state: 'available' | 'lent' | 'returning' }>(

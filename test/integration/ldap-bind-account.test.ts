@@ -84,7 +84,7 @@ describe('POST ldap/rotate-role/:name', () => {
     expect((await cred(s, 'early')).password).toBe('');
     await bindPasswordUntouched();
     // The refusal is recorded on the role, like any failed rotation.
-    expect((await s.request('GET', 'ldap/static-role/early')).body.data.last_rotation_error).toContain(BINDS_AS);
+    expect((await s.request('GET', 'ldap/static-role/early')).body.data.last_rotation_error.message).toContain(BINDS_AS);
   });
 });
 

@@ -75,7 +75,10 @@ describe('static role lifecycle', () => {
     expect(await binds(user(0).dn, c.password)).toBe(true);
 
     const r = await s.request('GET', 'ldap/static-role/app');
-    expect(r.body.data).toEqual({ dn: '', username: 'user0', rotation_period: 3600, last_service_rotation: c.last_service_rotation });
+    expect(r.body.data).toEqual({
+      dn: '', username: 'user0', rotation_period: 3600, rotation_schedule: '', rotation_window: 0, disable_automated_rotation: false, password_policy: '',
+      last_service_rotation: c.last_service_rotation, next_rotation: new Date(Date.parse(c.last_service_rotation) + 3600_000).toISOString(), drifted: false,
+    });
     // No lease for static credentials.
     expect((await s.request('GET', 'ldap/static-cred/app')).body.lease_id).toBe('');
   });
@@ -129,7 +132,7 @@ describe('static role lifecycle', () => {
   it.each([
     [{ rotation_period: 60 }, 'username is a required field'],
     [{ username: '', rotation_period: 60 }, 'username must not be empty'],
-    [{ username: 'user0' }, 'rotation_period is required'],
+    [{ username: 'user0' }, 'rotation_period, rotation_schedule: one of rotation_period and rotation_schedule is required'],
     [{ username: 'user0', rotation_period: 4 }, 'rotation_period must be 5 seconds or more'],
     [{ username: 'user0', rotation_period: 'abc' }, 'rotation_period'],
     [{ username: 'user0', rotation_period: 60, dn: 'not a dn' }, 'dn'],
@@ -327,7 +330,7 @@ describe('rotation of a role found by username', () => {
     expect(r.status).toBe(400);
     expect(r.body.errors[0]).toMatch(/retries will continue in the background/);
     expect((await cred(s, 'bydn')).password).toBe(before);
-    expect((await s.request('GET', 'ldap/static-role/bydn')).body.data.failed_rotation_attempts).toBe(1);
+    expect((await s.request('GET', 'ldap/static-role/bydn')).body.data.last_rotation_error.message).toMatch(/^update password of "cn=user3,/);
   });
 
   it('a role created without a config finds its entry at the first rotation and claims it', async () => {
@@ -431,20 +434,18 @@ describe('scheduled rotation', () => {
     const first = await cred(s, 'app');
     await ok(s, 'POST', 'ldap/config', { bindpass: 'broken' });
     await clock.advance(5000);
-    let role: any;
-    await vi.waitFor(async () => {
-      role = (await s.request('GET', 'ldap/static-role/app')).body.data;
-      expect(role.failed_rotation_attempts).toBe(1);
-    }, { timeout: 5000 });
-    expect(role.last_rotation_error).toContain('failed to bind');
-    expect(role.last_rotation_error).not.toContain('broken');
+    const attempts = async () => (await s.request('LIST', 'ldap/rotation-failures')).body.data?.key_info.app.attempts;
+    await vi.waitFor(async () => expect(await attempts()).toBe(1), { timeout: 5000 });
+    const role = (await s.request('GET', 'ldap/static-role/app')).body.data;
+    expect(role.last_rotation_error.message).toContain('failed to bind');
+    expect(role.last_rotation_error.message).not.toContain('broken');
     // First retry waits between half and all of the 10 s base.
     const ttl = (await cred(s, 'app')).ttl;
     expect(ttl).toBeGreaterThanOrEqual(5);
     expect(ttl).toBeLessThanOrEqual(10);
     expect((await cred(s, 'app')).password).toBe(first.password);
     await clock.advance(10_000);
-    await vi.waitFor(async () => expect((await s.request('GET', 'ldap/static-role/app')).body.data.failed_rotation_attempts).toBe(2), { timeout: 5000 });
+    await vi.waitFor(async () => expect(await attempts()).toBe(2), { timeout: 5000 });
     // Second retry: 10-20 s after the failure, which happened somewhere inside the 10 s just advanced.
     expect((await cred(s, 'app')).ttl).toBeGreaterThanOrEqual(5);
     expect((await cred(s, 'app')).ttl).toBeLessThanOrEqual(20);
@@ -464,7 +465,7 @@ describe('scheduled rotation', () => {
     const r = await s.request('POST', 'ldap/rotate-role/app');
     expect(r.status).toBe(502);
     expect(r.body.errors[0]).toMatch(/^unable to finish rotating credentials; retries will continue in the background/);
-    expect((await s.request('GET', 'ldap/static-role/app')).body.data.failed_rotation_attempts).toBe(1);
+    expect((await s.request('GET', 'ldap/static-role/app')).body.data.last_rotation_error.message).toContain('failed to bind');
   });
 });
 
@@ -556,7 +557,7 @@ describe('write-ahead log', () => {
     const r = await s.request('POST', 'ldap/static-role/app', { body: { username: 'user0', rotation_period: '1h' } });
     expect(r.status).toBe(500);
     expect(await binds(user(0).dn, user(0).password)).toBe(false);
-    expect((await s.request('GET', 'ldap/static-role/app')).body.data.failed_rotation_attempts).toBe(1);
+    expect((await s.request('GET', 'ldap/static-role/app')).body.data.last_rotation_error.message).toContain('kept in the write-ahead log');
     await clock.advance(10_000);
     await vi.waitFor(async () => expect((await cred(s, 'app')).password).not.toBe(''), { timeout: 5000 });
     expect(await binds(user(0).dn, (await cred(s, 'app')).password)).toBe(true);

@@ -64,7 +64,7 @@ const LDIF = (o: () => IsolatedOu) => ({
 
 const ROWS: MountedPathRow[] = [
   { type: 'ldap', path: 'config', configured: false, needed: () => ouConfig(facts, ou) },
-  { type: 'ldap', path: 'static-role/app', configured: true, needed: (v) => ({ username: ou.users[v].name, rotation_period: '24h' }), differ: ['username', 'dn', 'last_service_rotation'] },
+  { type: 'ldap', path: 'static-role/app', configured: true, needed: (v) => ({ username: ou.users[v].name, rotation_period: '24h' }), differ: ['username', 'dn', 'last_service_rotation', 'next_rotation'] },
   { type: 'ldap', path: 'role/dyn', configured: true, needed: () => LDIF(() => ou) },
   { type: 'ldap', path: 'library/set', configured: true, needed: (v) => ({ service_account_names: ou.serviceAccounts[v].name }), differ: ['service_account_names'] },
   { type: 'cloud', path: 'config', configured: false, needed: () => full.cloudConfig() },

@@ -10,6 +10,7 @@ import { createLdapClient } from '../../providers/ldap/ldapts-client.ts';
 import { ManagedAccounts } from './accounts.ts';
 import { LdapConnections, configPart, type LdapEngine, type LdapEngineOptions, type LdapEnginePart } from './config.ts';
 import { eraseExpiredPrevious, rotateRootPart } from './rotate-root.ts';
+import { rotationFailuresPart } from './rotation-failures.ts';
 import { RotationScheduler } from './scheduler.ts';
 import { staticCredsPart } from './static-creds.ts';
 import { rotateStaticRole, scheduleStaticRoles, staticRolesPart } from './static-roles.ts';
@@ -20,7 +21,7 @@ import { registerLdapGauges } from './metrics.ts';
 
 /**
  * Parts in path match order. Their prefixes do not overlap (config, rotate-root, static-role/,
- * static-cred/, rotate-role/, role/, creds/, library/), so the order between parts only matters
+ * static-cred/, rotate-role/, rotation-failures, role/, creds/, library/), so the order between parts only matters
  * inside one part: a part lists its most specific patterns first (e.g. `library/manage/:name/check-in`
  * before `library/:name`).
  */
@@ -29,6 +30,7 @@ const PARTS: Array<(engine: LdapEngine) => LdapEnginePart> = [
   rotateRootPart,
   staticRolesPart,
   staticCredsPart,
+  rotationFailuresPart,
   dynamicRolesPart,
   dynamicCredsPart,
   libraryPart,

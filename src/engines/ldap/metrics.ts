@@ -3,10 +3,13 @@
  * of them runs the rotations. Its counters are recorded where the events happen (static-roles.ts, rotate-root.ts,
  * library-checkout.ts).
  */
-import { LDAP_DYNAMIC_CREDENTIALS, LDAP_LIBRARY_ACCOUNTS, LDAP_ROTATION_OVERDUE, LDAP_STATIC_ROLES, LDAP_STATIC_ROLES_FAILING, outstandingLeases, shared } from '../../telemetry/families.ts';
+import {
+  LDAP_DYNAMIC_CREDENTIALS, LDAP_LIBRARY_ACCOUNTS, LDAP_ROTATION_FAILURES, LDAP_ROTATION_OVERDUE, LDAP_STATIC_ROLES, LDAP_STATIC_ROLES_FAILING, outstandingLeases, shared,
+} from '../../telemetry/families.ts';
 import type { LdapEngine } from './config.ts';
 import { allLibrarySetNames, readAccount, readLibrarySet } from './library-store.ts';
-import { listStaticRoleNames, readStaticRole, type StaticRole } from './static-roles.ts';
+import { readRotationFailures } from './rotation-failures.ts';
+import { listStaticRoleNames, readStaticRole, roleSchedule } from './static-roles.ts';
 
 export function registerLdapGauges(engine: LdapEngine): void {
   const { metrics } = engine.ctx;
@@ -14,24 +17,29 @@ export function registerLdapGauges(engine: LdapEngine): void {
   metrics.gauge(LDAP_STATIC_ROLES, async () => [{ labels: {}, value: (await health()).roles }]);
   metrics.gauge(LDAP_STATIC_ROLES_FAILING, async () => [{ labels: {}, value: (await health()).failing }]);
   metrics.gauge(LDAP_ROTATION_OVERDUE, async () => [{ labels: {}, value: (await health()).overdueSeconds }]);
+  metrics.gauge(LDAP_ROTATION_FAILURES, async () => {
+    const kinds = [...(await health()).failures.values()].map((f) => f.kind);
+    return (['rotation', 'drift'] as const).map((kind) => ({ labels: { kind }, value: kinds.filter((k) => k === kind).length }));
+  });
   metrics.gauge(LDAP_LIBRARY_ACCOUNTS, () => libraryAccounts(engine));
   metrics.gauge(LDAP_DYNAMIC_CREDENTIALS, outstandingLeases(engine.ctx.system, 'creds/'));
 }
 
-async function rotationHealth(engine: LdapEngine): Promise<{ roles: number; failing: number; overdueSeconds: number }> {
+/**
+ * One pass over the static roles per scrape. A role is overdue from the occurrence its pending rotation belongs to
+ * (due_at: a failing role's retries keep it, and so does a rotation whose window closed while no node led), so the
+ * gauge grows until a rotation succeeds; a role rotated only by hand is never overdue.
+ */
+async function rotationHealth(engine: LdapEngine) {
   const now = engine.clock.now();
   const roles = (await Promise.all((await listStaticRoleNames(engine.storage)).map((name) => readStaticRole(engine.storage, name)))).filter((r) => r !== undefined);
-  const oldestDue = Math.min(now, ...roles.map(dueSince));
-  return { roles: roles.length, failing: roles.filter((r) => r.failed_attempts > 0).length, overdueSeconds: (now - oldestDue) / 1000 };
-}
-
-/**
- * When a role's current password fell due. A failing role's next_rotation is its next retry, so its due time is its
- * last rotation plus its period; a role that never rotated has only its latest failure to go by (an underestimate).
- */
-function dueSince(role: StaticRole): number {
-  if (role.failed_attempts === 0) return role.next_rotation;
-  return role.last_rotation ? role.last_rotation + role.rotation_period * 1000 : role.last_error_time;
+  const oldestDue = Math.min(now, ...roles.filter((r) => roleSchedule(r).kind !== 'manual').map((r) => r.due_at));
+  return {
+    roles: roles.length,
+    failing: roles.filter((r) => r.failed_attempts > 0).length,
+    overdueSeconds: (now - oldestDue) / 1000,
+    failures: await readRotationFailures(engine, roles),
+  };
 }
 
 async function libraryAccounts(engine: LdapEngine): Promise<Array<{ labels: { set: string; state: 'available' | 'lent' | 'returning' }; value: number }>> {

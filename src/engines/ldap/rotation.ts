@@ -87,6 +87,8 @@ export interface PasswordChangeRequest {
    * the managed-account registry); throwing stops the change with the directory untouched.
    */
   found?(dn: string): Promise<void>;
+  /** The account's own password policy (a static role's), used instead of the config's for a fresh password. */
+  passwordPolicy?: string;
   /** Writes that land atomically with a freshly written WAL (e.g. the record of a role being created). */
   prepare?: StorageOp[];
   /**
@@ -157,7 +159,8 @@ export async function changePasswordWithWal(engine: Pick<LdapEngine, 'storage' |
     if (expectedDn) refuseBind(expectedDn);
     const conditions = req.prepareConditions ?? [];
     if (!wal) {
-      const fresh = await freshWal(engine, config, req.target);
+      // A role's own policy replaces the config's policy and its length alike (validateConfig lets only one be set).
+      const fresh = await freshWal(engine, req.passwordPolicy ? { ...config, password_policy: req.passwordPolicy, length: 0 } : config, req.target);
       const freshRaw = jsonBytes(fresh);
       if (await storage.transaction([...(req.prepare ?? []), { type: 'put', key: walKey(req.target), value: freshRaw }], [...conditions, { key: walKey(req.target), expected: undefined }], fence)) {
         [wal, walRaw] = [fresh, freshRaw];

@@ -2,7 +2,7 @@
 import { BadRequestError, StrongroomError } from '../../core/errors.ts';
 import { definePath, lowerName } from '../../core/framework.ts';
 import type { LdapEngine, LdapEnginePart } from './config.ts';
-import { NAME_PATTERN, readStaticRole, rfc3339, rotateStaticRole } from './static-roles.ts';
+import { NAME_PATTERN, plannedRotation, readStaticRole, rfc3339, rotateStaticRole } from './static-roles.ts';
 
 export function staticCredsPart(engine: LdapEngine): LdapEnginePart {
   return {
@@ -16,6 +16,9 @@ export function staticCredsPart(engine: LdapEngine): LdapEnginePart {
             const name = req.params.name!.toLowerCase();
             const role = await readStaticRole(engine.storage, name);
             if (!role) throw new BadRequestError(`unknown role: ${name}`);
+            const now = engine.clock.now();
+            // Seconds until the password changes next; 0 when only a rotation by hand changes it (as Vault answers).
+            const plan = plannedRotation(role, now);
             return {
               data: {
                 dn: role.dn,
@@ -24,7 +27,8 @@ export function staticCredsPart(engine: LdapEngine): LdapEnginePart {
                 last_password: role.last_password,
                 last_service_rotation: rfc3339(role.last_rotation),
                 rotation_period: role.rotation_period,
-                ttl: Math.max(0, Math.round((role.next_rotation - engine.clock.now()) / 1000)),
+                ...(role.rotation_schedule ? { rotation_schedule: role.rotation_schedule, rotation_window: role.rotation_window } : {}),
+                ttl: plan ? Math.max(0, Math.round((plan.runAt - now) / 1000)) : 0,
               },
             };
           },
@@ -33,7 +37,7 @@ export function staticCredsPart(engine: LdapEngine): LdapEnginePart {
       definePath({
         pattern: `rotate-role/(?<name>${NAME_PATTERN})`,
         canonical: { name: lowerName },
-        description: 'Rotate the password of a static role now; the period restarts from this rotation.',
+        description: 'Rotate the password of a static role now; a period restarts from this rotation, a schedule keeps its occurrences.',
         operations: {
           update: async (req) => {
             const name = req.params.name!.toLowerCase();
@@ -42,7 +46,9 @@ export function staticCredsPart(engine: LdapEngine): LdapEnginePart {
               if (!rotated) throw new BadRequestError(`role doesn't exist: ${name}`);
             } catch (err) {
               if (!(err instanceof StrongroomError) || err.status === 400 && err.message.startsWith("role doesn't exist")) throw err;
-              throw new StrongroomError(err.status, `unable to finish rotating credentials; retries will continue in the background but it is also safe to retry manually: ${err.message}`);
+              const manual = (await readStaticRole(engine.storage, name).catch(() => undefined))?.disable_automated_rotation;
+              const next = manual ? 'automated rotation is disabled for this role, so retry manually' : 'retries will continue in the background but it is also safe to retry manually';
+              throw new StrongroomError(err.status, `unable to finish rotating credentials; ${next}: ${err.message}`);
             }
           },
         },

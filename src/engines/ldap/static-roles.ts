@@ -1,6 +1,7 @@
 /**
- * `static-role/:name`: existing directory accounts whose password the server rotates on a period.
- * Also the rotation of one role (used by the scheduler and `rotate-role`) and start-up scheduling.
+ * `static-role/:name`: existing directory accounts whose password the server rotates on a period or a cron schedule
+ * (src/lib/rotation-schedule.ts has the rules, docs/rotation.md the guarantees). Also the rotation of one role (used
+ * by the scheduler, `rotate-role` and drift take-back) and the leader's schedule.
  */
 import { z } from 'zod';
 import { BadRequestError, ConflictError, StrongroomError } from '../../core/errors.ts';
@@ -10,8 +11,10 @@ import type { StorageOp } from '../../core/storage/types.ts';
 import { jsonBytes, type StorageView } from '../../core/storage/view.ts';
 import { dnEquals, isValidDn } from '../../providers/ldap/dn.ts';
 import { LdapProviderError } from '../../providers/ldap/errors.ts';
+import { ScheduleError, nextDue, resolveSchedule, scheduleOf, whenToRun, type ScheduleFields } from '../../lib/rotation-schedule.ts';
 import { refuseBindAccount, type AccountIdentity, type AccountOwner } from './accounts.ts';
 import { missingConfigError, readConfig, type LdapEngine, type LdapEnginePart } from './config.ts';
+import { clearDriftOp, readDriftMark } from './drift-marks.ts';
 import { UnrecordedPasswordError, changePasswordWithWal, listWalTargets, readWal, walKey } from './rotation.ts';
 import { retryDelayMs } from './scheduler.ts';
 import { LDAP_STATIC_ROTATIONS } from '../../telemetry/families.ts';
@@ -33,17 +36,38 @@ const staticRoleSchema = z.object({
    * config, at its first rotation).
    */
   resolved_dn: z.string().default(''),
-  rotation_period: z.number().int(),
+  /** Seconds; 0 = none (a schedule, or automation disabled). Records of earlier versions have only this. */
+  rotation_period: z.number().int().default(0),
+  /** Standard 5-field cron in UTC; "" = none. */
+  rotation_schedule: z.string().default(''),
+  /** Seconds after an occurrence within which its rotation may start; 0 = any time. */
+  rotation_window: z.number().int().default(0),
+  disable_automated_rotation: z.boolean().default(false),
+  /** Overrides the config's password_policy for this account; "" = the config's. */
+  password_policy: z.string().default(''),
   password: z.string().default(''),
   last_password: z.string().default(''),
   /** Unix ms; 0 = never rotated by the server (imported with skip_import_rotation). */
   last_rotation: z.number().default(0),
+  /** Unix ms the next attempt may run: the due time, or while failing the backoff's retry time; 0 = never (manual). */
   next_rotation: z.number(),
+  /**
+   * Unix ms of the occurrence the pending rotation belongs to: equal to next_rotation until an attempt fails, then
+   * kept, since a retry may start only inside that occurrence's window. Records of earlier versions lack it.
+   */
+  due_at: z.number().optional(),
   last_error: z.string().default(''),
   last_error_time: z.number().default(0),
   failed_attempts: z.number().int().default(0),
-});
-export type StaticRole = z.infer<typeof staticRoleSchema>;
+  /** Unix ms of the first failure since the last success; 0 = not failing (or recorded by an earlier version). */
+  failing_since: z.number().default(0),
+  /**
+   * The last attempt's password reached the directory but was not recorded (its write-ahead entry holds it): its retry
+   * only records what the directory already has, so it is no new rotation and is not held to the window.
+   */
+  password_unrecorded: z.boolean().default(false),
+}).transform((role) => ({ ...role, due_at: role.due_at ?? role.next_rotation }));
+export type StaticRole = z.output<typeof staticRoleSchema>;
 
 export const staticRoleKey = (name: string): string => PREFIX + name;
 export const staticRoleTarget = (name: string): string => PREFIX + name;
@@ -91,14 +115,61 @@ const identities = (role: Pick<StaticRole, 'username' | 'dn' | 'resolved_dn'>): 
 
 export const rfc3339 = (ms: number): string => (ms > 0 ? new Date(ms).toISOString() : '0001-01-01T00:00:00Z');
 
+// ---- schedule --------------------------------------------------------------------------------------
+
+/** The schedule fields of a stored role, as resolveSchedule takes them (0 and "" are "not set"). */
+function storedScheduleFields(role: StaticRole): ScheduleFields {
+  return {
+    rotation_period: role.rotation_period || undefined,
+    rotation_schedule: role.rotation_schedule || undefined,
+    rotation_window: role.rotation_window || undefined,
+    disable_automated_rotation: role.disable_automated_rotation,
+  };
+}
+
+export const roleSchedule = (role: StaticRole) => scheduleOf(storedScheduleFields(role));
+
+/**
+ * When the role's next attempt runs, and the occurrence it belongs to; undefined when nothing runs it but a rotation
+ * by hand. `walPending`: a write-ahead entry of this role exists.
+ *
+ * An unfinished change with no failure recorded (the server stopped mid-rotation) finishes as soon as a leader finds
+ * it, and so does one whose password the directory already took (password_unrecorded; retried on the backoff by the
+ * node that failed): neither sets a new password, they record the one the directory may have, so neither waits for
+ * a window or needs automation. Everything else follows
+ * whenToRun from the stored due time, a failing role no earlier than its backoff allows: so a restart or a new leader
+ * neither runs a rotation early nor skips one that came due meanwhile, and a retry never starts outside the window
+ * of its occurrence (it waits for the next occurrence instead, still failing).
+ */
+export function plannedRotation(role: StaticRole, now: number, walPending = false): { runAt: number; dueMs: number } | undefined {
+  if (walPending && (role.failed_attempts === 0 || role.password_unrecorded)) return { runAt: now, dueMs: role.due_at };
+  if (role.password_unrecorded) return { runAt: Math.max(now, role.next_rotation), dueMs: role.due_at };
+  return whenToRun(roleSchedule(role), role.due_at, Math.max(now, role.next_rotation));
+}
+
+/** Puts the role on the leader's schedule at its planned time, or off it. */
+function reschedule(engine: LdapEngine, role: StaticRole, walPending = false): void {
+  const plan = plannedRotation(role, engine.clock.now(), walPending);
+  if (plan) engine.scheduler.schedule(role.name, plan.runAt);
+  else engine.scheduler.unschedule(role.name);
+}
+
+/** The first due time of a schedule that starts (or changes) now: a period counts from the last rotation. */
+function firstDue(role: StaticRole, now: number): number {
+  const schedule = roleSchedule(role);
+  return nextDue(schedule, schedule.kind === 'period' ? role.last_rotation || now : now) ?? 0;
+}
+
 // ---- rotation --------------------------------------------------------------------------------------
 
 /**
  * Rotates one role now under its lock. On failure the role records the error and is rescheduled with
- * backoff; the error is rethrown for a manual caller.
+ * backoff; the error is rethrown for a manual caller. A success also clears the role's drift mark: the directory
+ * has the password the server just set.
  *
- * `scheduled` is the leader's schedule: it rotates only a role that is due (the schedule may be older than a rotation
- * by hand on another node) and only while this node leads (the fence). Undefined when there was nothing to rotate.
+ * `scheduled` is the leader's schedule: it rotates only a role whose planned time has come (the schedule may be older
+ * than a rotation by hand on another node, or than a closed window) and only while this node leads (the fence).
+ * Undefined when there was nothing to rotate.
  */
 export async function rotateStaticRole(engine: LdapEngine, name: string, { scheduled = false } = {}): Promise<StaticRole | undefined> {
   return engine.locks.run(staticRoleKey(name), async () => {
@@ -109,9 +180,16 @@ export async function rotateStaticRole(engine: LdapEngine, name: string, { sched
     }
     const { role } = snapshot;
     const now = engine.clock.now();
-    if (scheduled && role.next_rotation > now && (await readWal(engine.storage, staticRoleTarget(name))) === undefined) {
-      engine.scheduler.schedule(name, role.next_rotation);
-      return undefined;
+    // A rotation by hand is an occurrence of its own: its retries keep to the window that starts now.
+    let dueMs = now;
+    if (scheduled) {
+      const plan = plannedRotation(role, now, (await readWal(engine.storage, staticRoleTarget(name))) !== undefined);
+      if (!plan || plan.runAt > now) {
+        if (plan) engine.scheduler.schedule(name, plan.runAt);
+        else engine.scheduler.unschedule(name);
+        return undefined;
+      }
+      dueMs = plan.dueMs;
     }
     let searchedDn: string | undefined;
     try {
@@ -120,18 +198,15 @@ export async function rotateStaticRole(engine: LdapEngine, name: string, { sched
         target: staticRoleTarget(name),
         account: { dn: role.dn || undefined, username: role.username },
         knownDn: role.resolved_dn || undefined,
+        passwordPolicy: role.password_policy || undefined,
         // A DN found by a new search is claimed before its entry changes: another role or set may manage it.
         found: async (dn) => {
           await engine.accounts.claim(owner(name), [{ dn }]);
           searchedDn = dn;
         },
         commit: (password, dn) => {
-          const at = engine.clock.now();
-          rotated = {
-            ...role, resolved_dn: role.dn ? role.resolved_dn : dn, password, last_password: role.password, last_rotation: at,
-            next_rotation: at + role.rotation_period * 1000, last_error: '', last_error_time: 0, failed_attempts: 0,
-          };
-          return [putStaticRoleOp(rotated)];
+          rotated = { ...rotatedRecord(role, password, engine.clock.now()), resolved_dn: role.dn ? role.resolved_dn : dn };
+          return [putStaticRoleOp(rotated), clearDriftOp(staticRoleTarget(name))];
         },
         // Recorded over the role as read: an update or another rotation meanwhile fails this record (the WAL keeps the password).
         commitConditions: [{ key: staticRoleKey(name), expected: snapshot.raw }],
@@ -141,7 +216,7 @@ export async function rotateStaticRole(engine: LdapEngine, name: string, { sched
       if (!changed) return undefined;
       if (searchedDn !== undefined) await releaseStaleDn(engine, name, role.resolved_dn, searchedDn);
       engine.ctx.metrics.counter(LDAP_STATIC_ROTATIONS).inc({ result: 'success' });
-      engine.scheduler.schedule(name, rotated.next_rotation);
+      reschedule(engine, rotated);
       engine.ctx.logger.info({ role: name, scheduled }, 'static role rotated');
       return rotated;
     } catch (err) {
@@ -151,10 +226,10 @@ export async function rotateStaticRole(engine: LdapEngine, name: string, { sched
       // change found its): that rotation is this one's, recorded once.
       const now = await readStaticRole(engine.storage, name).catch(() => undefined);
       if (err instanceof ConflictError && now && now.last_rotation > role.last_rotation) {
-        engine.scheduler.schedule(name, now.next_rotation);
+        reschedule(engine, now);
         return now;
       }
-      await recordFailure(engine, name, err);
+      await recordFailure(engine, role, err, dueMs);
       throw err;
     }
   });
@@ -168,20 +243,47 @@ async function releaseStaleDn(engine: LdapEngine, name: string, stale: string, k
   });
 }
 
-async function recordFailure(engine: LdapEngine, name: string, err: unknown): Promise<void> {
+/** The role as a rotation at `at` to `password` leaves it: no failure, next due by its schedule. */
+function rotatedRecord(role: StaticRole, password: string, at: number): StaticRole {
+  const due = nextDue(roleSchedule(role), at) ?? 0;
+  return {
+    ...role, password, last_password: role.password, last_rotation: at, next_rotation: due, due_at: due,
+    last_error: '', last_error_time: 0, failed_attempts: 0, failing_since: 0, password_unrecorded: false,
+  };
+}
+
+/** The role after a failed attempt at `now` that belonged to the occurrence at `dueMs`. */
+function failedRecord(engine: LdapEngine, role: StaticRole, err: unknown, now: number, dueMs: number): StaticRole {
+  const attempts = role.failed_attempts + 1;
+  return {
+    ...role,
+    // A StrongroomError's message is written for clients (scrubbed of credentials); anything else may not be.
+    last_error: err instanceof StrongroomError ? err.message : 'internal error',
+    last_error_time: now,
+    failing_since: role.failed_attempts > 0 ? role.failing_since || role.last_error_time : now,
+    failed_attempts: attempts,
+    next_rotation: now + retryDelayMs(attempts, engine.options.retryBaseMs, engine.options.retryMaxMs),
+    due_at: dueMs,
+    // Thrown after the directory took the write-ahead password (recording it failed, or lost a race).
+    password_unrecorded: err instanceof UnrecordedPasswordError || err instanceof ConflictError,
+  };
+}
+
+/** Records a failed attempt on the role (as stored now; `read` if storage fails too) and plans its retry. */
+async function recordFailure(engine: LdapEngine, read: StaticRole, err: unknown, dueMs: number): Promise<void> {
   engine.ctx.metrics.counter(LDAP_STATIC_ROTATIONS).inc({ result: 'failure' });
   const now = engine.clock.now();
-  const message = err instanceof StrongroomError ? err.message : 'internal error';
-  let attempts = 1;
-  let next = now + retryDelayMs(attempts, engine.options.retryBaseMs, engine.options.retryMaxMs);
-  // Best effort: if storage is what failed, the in-memory schedule below still retries.
-  await editStaticRole(engine.storage, name, (role) => {
-    attempts = role.failed_attempts + 1;
-    next = now + retryDelayMs(attempts, engine.options.retryBaseMs, engine.options.retryMaxMs);
-    return { ...role, last_error: message, last_error_time: now, failed_attempts: attempts, next_rotation: next };
-  }).catch(() => undefined);
-  engine.ctx.logger.warn({ role: name, attempts, retry_in_ms: next - now, error: message }, 'static role rotation failed');
-  engine.scheduler.schedule(name, next);
+  let failed = failedRecord(engine, read, err, now, dueMs);
+  try {
+    const stored = await editStaticRole(engine.storage, read.name, (role) => failedRecord(engine, role, err, now, dueMs));
+    // A role deleted meanwhile stops here: nothing retries it.
+    if (!stored) return engine.scheduler.unschedule(read.name);
+    failed = stored;
+  } catch {
+    // Storage is what failed: the in-memory schedule still retries, planned from the role as read.
+  }
+  engine.ctx.logger.warn({ role: read.name, attempts: failed.failed_attempts, retry_at: failed.next_rotation, error: failed.last_error }, 'static role rotation failed');
+  reschedule(engine, failed);
 }
 
 // ---- endpoint --------------------------------------------------------------------------------------
@@ -189,16 +291,53 @@ async function recordFailure(engine: LdapEngine, name: string, err: unknown): Pr
 const roleFields = {
   username: field.string('Name of the existing entry, matched against userattr under userdn. Cannot change after creation.'),
   dn: field.string('DN of the entry; when set it is used instead of the username search. Cannot change after creation.'),
-  rotation_period: field.duration('How often the password is rotated (duration or seconds, at least 5s).'),
+  rotation_period: field.duration('How often the password is rotated (duration or seconds, at least 5s). Exclusive with rotation_schedule.'),
+  rotation_schedule: field.string('When the password is rotated: a standard 5-field cron expression in UTC (e.g. "0 2 * * 6"). Exclusive with rotation_period.'),
+  rotation_window: field.duration('With rotation_schedule: a due rotation starts only within this long after its occurrence, else waits for the next (at least 1h).'),
+  disable_automated_rotation: field.bool('Only rotate-role changes the password; rotation_period and rotation_schedule may then be absent.'),
+  password_policy: field.string('Name of the password policy for this role\'s passwords; overrides the config\'s. Must exist.', { maxLength: 256 }),
   skip_import_rotation: field.bool('Do not rotate on creation; the password is unknown until the first rotation. Default from the config.'),
 };
 
 type RoleRequest = BackendRequest<typeof roleFields>;
 
-function validatePeriod(seconds: number | undefined): number {
-  if (seconds === undefined) throw new BadRequestError('rotation_period: rotation_period is required to create static accounts');
-  if (seconds < MIN_ROTATION_PERIOD) throw new BadRequestError(`rotation_period: rotation_period must be ${MIN_ROTATION_PERIOD} seconds or more`);
-  return seconds;
+/** The schedule fields the request sends, as resolveSchedule takes them. */
+function sentScheduleFields(req: RoleRequest): ScheduleFields {
+  const sent: ScheduleFields = {};
+  for (const k of ['rotation_period', 'rotation_window', 'rotation_schedule', 'disable_automated_rotation'] as const) {
+    if (req.has(k)) (sent as Record<string, unknown>)[k] = req.data[k];
+  }
+  return sent;
+}
+
+/** The stored schedule fields after applying what the request sent to `current`; a 400 naming the fields when invalid. */
+function validateSchedule(sent: ScheduleFields, current: StaticRole | undefined): Pick<StaticRole, 'rotation_period' | 'rotation_schedule' | 'rotation_window' | 'disable_automated_rotation'> {
+  try {
+    const resolved = resolveSchedule(sent, { minPeriod: MIN_ROTATION_PERIOD, current: current && storedScheduleFields(current) });
+    return {
+      rotation_period: resolved.rotation_period ?? 0,
+      rotation_schedule: resolved.schedule.kind === 'cron' ? resolved.schedule.schedule : (resolved.rotation_schedule ?? '').trim(),
+      rotation_window: resolved.rotation_window ?? 0,
+      disable_automated_rotation: resolved.disable_automated_rotation ?? false,
+    };
+  } catch (err) {
+    if (err instanceof ScheduleError) throw new BadRequestError(err.message);
+    throw err;
+  }
+}
+
+/** A role's own password policy: "" (the config's) or the name of one that exists now. */
+async function validatePasswordPolicy(engine: LdapEngine, name: string): Promise<string> {
+  const policy = name.trim();
+  if (!policy) return '';
+  try {
+    // Generating one is the check the policy store offers; the password is thrown away.
+    await engine.ctx.system.generatePassword(policy);
+  } catch (err) {
+    if (err instanceof BadRequestError) throw new BadRequestError(`password_policy: ${err.message}`);
+    throw err;
+  }
+  return policy;
 }
 
 async function createRole(engine: LdapEngine, name: string, req: RoleRequest): Promise<void> {
@@ -207,7 +346,8 @@ async function createRole(engine: LdapEngine, name: string, req: RoleRequest): P
   if (!username) throw new BadRequestError('username: username must not be empty');
   const dn = (req.data.dn ?? '').trim();
   if (dn && !isValidDn(dn)) throw new BadRequestError(`dn: "${dn}" is not a valid DN`);
-  const period = validatePeriod(req.has('rotation_period') ? req.data.rotation_period : undefined);
+  const schedule = validateSchedule(sentScheduleFields(req), undefined);
+  const passwordPolicy = req.has('password_policy') ? await validatePasswordPolicy(engine, req.data.password_policy ?? '') : '';
 
   const config = await readConfig(engine.storage);
   const skip = req.has('skip_import_rotation') ? req.data.skip_import_rotation === true : config?.skip_static_role_import_rotation ?? false;
@@ -225,10 +365,12 @@ async function createRole(engine: LdapEngine, name: string, req: RoleRequest): P
   }
 
   const now = engine.clock.now();
-  const role: StaticRole = {
-    name, username, dn, resolved_dn: resolvedDn, rotation_period: period, password: '', last_password: '',
-    last_rotation: 0, next_rotation: now + period * 1000, last_error: '', last_error_time: 0, failed_attempts: 0,
+  const pending: StaticRole = {
+    name, username, dn, resolved_dn: resolvedDn, ...schedule, password_policy: passwordPolicy, password: '', last_password: '',
+    last_rotation: 0, next_rotation: 0, due_at: 0, last_error: '', last_error_time: 0, failed_attempts: 0, failing_since: 0, password_unrecorded: false,
   };
+  const due = firstDue(pending, now);
+  const role: StaticRole = { ...pending, next_rotation: due, due_at: due };
   await engine.accounts.claim(owner(name), identities(role));
   if (skip) {
     try {
@@ -237,7 +379,7 @@ async function createRole(engine: LdapEngine, name: string, req: RoleRequest): P
       await engine.accounts.release(owner(name), identities(role));
       throw err;
     }
-    engine.scheduler.schedule(name, role.next_rotation);
+    reschedule(engine, role);
     return;
   }
 
@@ -245,19 +387,18 @@ async function createRole(engine: LdapEngine, name: string, req: RoleRequest): P
     await changePasswordWithWal(engine, {
       target: staticRoleTarget(name),
       account: { dn: dn || resolvedDn || undefined, username },
+      passwordPolicy: passwordPolicy || undefined,
       // The role is stored with the WAL, so a crash from here on leaves both and start-up finishes the import.
       prepare: [putStaticRoleOp(role)],
-      commit: (password) => {
-        const at = engine.clock.now();
-        return [putStaticRoleOp({ ...role, password, last_rotation: at, next_rotation: at + period * 1000 })];
-      },
+      commit: (password) => [putStaticRoleOp(rotatedRecord(role, password, engine.clock.now())), clearDriftOp(staticRoleTarget(name))],
     });
-    engine.scheduler.schedule(name, (await readStaticRole(engine.storage, name))!.next_rotation);
+    reschedule(engine, (await readStaticRole(engine.storage, name))!);
   } catch (err) {
     // Unknown outcome (the modify may have landed): keep the pending role and its WAL; retries finish it.
     const unknownOutcome = err instanceof UnrecordedPasswordError || (err instanceof LdapProviderError && err.kind === 'connection');
     if (unknownOutcome && (await readStaticRole(engine.storage, name).catch(() => undefined))) {
-      await recordFailure(engine, name, err);
+      // The import is an occurrence of its own: its retries keep to the window that starts at the creation.
+      await recordFailure(engine, role, err, now);
       throw err;
     }
     // The directory refused (or was never reached): nothing changed there, so undo everything here.
@@ -275,18 +416,21 @@ async function updateRole(engine: LdapEngine, role: StaticRole, req: RoleRequest
   const dn = req.has('dn') ? (req.data.dn ?? '').trim() : undefined;
   // "" clears the DN (the username search is used from then on); any other value must be the same entry.
   if (dn && !(isValidDn(dn) && role.dn && dnEquals(dn, role.dn))) throw new BadRequestError('dn: cannot update static account distinguished name (dn)');
-  const period = req.has('rotation_period') ? validatePeriod(req.data.rotation_period) : undefined;
+  const sent = sentScheduleFields(req);
+  // Checked against the role as read, so a bad request fails before anything is written; applied to the role as stored.
+  validateSchedule(sent, role);
+  const passwordPolicy = req.has('password_policy') ? await validatePasswordPolicy(engine, req.data.password_policy ?? '') : undefined;
+  const now = engine.clock.now();
   const updated = await editStaticRole(engine.storage, role.name, (current) => {
-    const next = { ...current };
+    const next: StaticRole = { ...current, ...validateSchedule(sent, current), password_policy: passwordPolicy ?? current.password_policy };
     if (dn !== undefined) next.dn = dn ? current.dn : '';
-    if (period !== undefined) {
-      next.rotation_period = period;
-      // A role waiting for a retry keeps its retry time; otherwise the period counts from the last rotation.
-      if (!current.last_error) next.next_rotation = (current.last_rotation || engine.clock.now()) + period * 1000;
+    // A new schedule sets the next due time; a role waiting for a retry keeps its retry time and occurrence.
+    if (JSON.stringify(roleSchedule(next)) !== JSON.stringify(roleSchedule(current)) && current.failed_attempts === 0) {
+      next.next_rotation = next.due_at = firstDue(next, now);
     }
     return next;
   });
-  if (updated) engine.scheduler.schedule(role.name, updated.next_rotation);
+  if (updated) reschedule(engine, updated);
 }
 
 async function deleteRole(engine: LdapEngine, name: string): Promise<void> {
@@ -294,22 +438,31 @@ async function deleteRole(engine: LdapEngine, name: string): Promise<void> {
     const role = await readStaticRole(engine.storage, name);
     if (!role) return;
     engine.scheduler.unschedule(name);
-    // The directory keeps the last password the server set; the WAL of an unfinished rotation goes too.
-    await engine.storage.transaction([{ type: 'delete', key: staticRoleKey(name) }, { type: 'delete', key: walKey(staticRoleTarget(name)) }]);
+    // The directory keeps the last password the server set; the WAL of an unfinished rotation and the drift mark go too.
+    await engine.storage.transaction([
+      { type: 'delete', key: staticRoleKey(name) }, { type: 'delete', key: walKey(staticRoleTarget(name)) }, clearDriftOp(staticRoleTarget(name)),
+    ]);
     await engine.accounts.release(owner(name), identities(role));
   });
 }
 
-function readData(role: StaticRole): Record<string, unknown> {
+async function readData(engine: LdapEngine, role: StaticRole): Promise<Record<string, unknown>> {
+  const plan = plannedRotation(role, engine.clock.now());
+  const drift = await readDriftMark(engine.storage, staticRoleTarget(role.name));
   return {
     dn: role.dn,
     username: role.username,
     rotation_period: role.rotation_period,
+    rotation_schedule: role.rotation_schedule,
+    rotation_window: role.rotation_window,
+    disable_automated_rotation: role.disable_automated_rotation,
+    password_policy: role.password_policy,
     ...(role.last_rotation ? { last_service_rotation: rfc3339(role.last_rotation) } : {}),
+    ...(plan ? { next_rotation: rfc3339(plan.runAt) } : {}),
     // Failures are visible until the next successful rotation.
-    ...(role.last_error
-      ? { last_rotation_error: role.last_error, last_rotation_error_time: rfc3339(role.last_error_time), failed_rotation_attempts: role.failed_attempts }
-      : {}),
+    ...(role.failed_attempts > 0 ? { last_rotation_error: { message: role.last_error, time: rfc3339(role.last_error_time) } } : {}),
+    drifted: drift !== undefined,
+    ...(drift ? { drift_detected_at: rfc3339(drift.detected_at) } : {}),
   };
 }
 
@@ -324,13 +477,13 @@ export function staticRolesPart(engine: LdapEngine): LdapEnginePart {
       definePath({
         pattern: `static-role/(?<name>${NAME_PATTERN})`,
         canonical: { name: lowerName },
-        description: 'Manage a static role: an existing account whose password is rotated on a period.',
+        description: 'Manage a static role: an existing account whose password is rotated on a period or a schedule.',
         fields: roleFields,
         existenceCheck: async (req) => (await readStaticRole(engine.storage, req.params.name!.toLowerCase())) !== undefined,
         operations: {
           read: async (req) => {
             const role = await readStaticRole(engine.storage, req.params.name!.toLowerCase());
-            return role ? { data: readData(role) } : undefined;
+            return role ? { data: await readData(engine, role) } : undefined;
           },
           update: async (req) => {
             const name = req.params.name!.toLowerCase();
@@ -357,9 +510,10 @@ export function staticRolesPart(engine: LdapEngine): LdapEnginePart {
 }
 
 /**
- * The leader's schedule from storage: every role at its stored time, a role with an unfinished rotation at once (its
- * WAL password finishes it). Runs when this node takes over, and on a shared store again every few seconds, since
- * roles are created, updated and rotated by hand on other nodes too. WALs of roles that no longer exist go.
+ * The leader's schedule from storage: every role at its planned time (plannedRotation: a rotation that came due while
+ * no node led runs now if its window is still open), a role with an unfinished rotation at once (its WAL password
+ * finishes it). Runs when this node takes over, and on a shared store again every few seconds, since roles are
+ * created, updated and rotated by hand on other nodes too. WALs of roles that no longer exist go.
  */
 export async function scheduleStaticRoles(engine: LdapEngine): Promise<void> {
   const names = await listStaticRoleNames(engine.storage);
@@ -368,8 +522,7 @@ export async function scheduleStaticRoles(engine: LdapEngine): Promise<void> {
   for (const name of names) {
     const role = await readStaticRole(engine.storage, name);
     if (!role) continue;
-    engine.scheduler.schedule(name, pending.has(staticRoleTarget(name)) ? now : role.next_rotation);
-    pending.delete(staticRoleTarget(name));
+    reschedule(engine, role, pending.delete(staticRoleTarget(name)));
   }
   for (const target of pending) {
     const key = walKey(target);
