@@ -26,7 +26,8 @@ type Format = keyof typeof SCHEMAS;
 
 const missing = Object.values(SCHEMAS).map((s) => s.file).filter((f) => !existsSync(join(FIXTURES, f)));
 // ajv-formats is CommonJS with its function as the default export; under Node's ESM loader that is the module itself.
-const addFormats = ((addFormatsModule as unknown as { default?: typeof addFormatsModule }).default ?? addFormatsModule);
+type FormatsPlugin = (ajv: Ajv) => Ajv;
+const addFormats = ((addFormatsModule as unknown as { default?: FormatsPlugin }).default ?? addFormatsModule) as FormatsPlugin;
 
 function validator(format: Format): ValidateFunction {
   const { file, sha256 } = SCHEMAS[format];
