@@ -36,6 +36,9 @@ describe('ldap/config write and read', () => {
       credential_type: 'password', request_timeout: 90, connection_timeout: 30, starttls: false, insecure_tls: false,
       certificate: '', client_tls_cert: '', tls_min_version: 'tls12', tls_max_version: 'tls13', case_sensitive_names: false,
       skip_static_role_import_rotation: false,
+      // Vault's Enterprise fields for automated root rotation read back their zero values, as Vault's do.
+      rotation_period: 0, rotation_schedule: '', rotation_window: 0, disable_automated_rotation: false,
+      verify_period: 0, drift_action: 'report', verify_rate: 5,
     });
     expect(JSON.stringify(r.body)).not.toContain(ou.engine.password);
   });

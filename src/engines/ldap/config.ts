@@ -19,6 +19,7 @@ import { isValidAttributeName } from '../../providers/ldap/filter.ts';
 import { parseUrlList } from '../../providers/ldap/ldapts-client.ts';
 import { LDAP_SCHEMAS, defaultUserAttr, isLdapSchema } from '../../providers/ldap/schemas.ts';
 import { accountKeys, describeOwner, type AccountIdentity, type ManagedAccounts } from './accounts.ts';
+import { applyScheduleFields, rootScheduleFields, rootScheduleShape, rootScheduleView } from '../root-rotation.ts';
 import type { RotationScheduler } from './scheduler.ts';
 
 export const CONFIG_KEY = 'config';
@@ -31,6 +32,16 @@ const TLS_NAMES = ['tls10', 'tls11', 'tls12', 'tls13'] as const;
 const DEFAULT_URL = 'ldap://127.0.0.1';
 const DEFAULT_REQUEST_TIMEOUT = 90;
 const DEFAULT_CONNECTION_TIMEOUT = 30;
+
+/**
+ * Drift verification binds per second: a handful of simple binds a second is background noise for any directory
+ * (a single OpenLDAP or AD domain controller serves thousands), yet 10,000 accounts are still verified within an hour.
+ */
+export const DEFAULT_VERIFY_RATE = 5;
+export const MAX_VERIFY_RATE = 100;
+/** A drifted account is bound with a refused password once per round: shorter rounds would feed lockout policies. */
+export const MIN_VERIFY_PERIOD = 60;
+export const DRIFT_ACTIONS = ['report', 'rotate'] as const;
 
 const storedConfigSchema = z.object({
   url: z.string(),
@@ -60,6 +71,12 @@ const storedConfigSchema = z.object({
   last_bind_password: z.string().default(''),
   /** Unix ms of the last rotate-root; 0 = never. */
   last_bind_password_rotation: z.number().default(0),
+  /** Automated rotation of the bind password and its state (root-rotation.ts). */
+  ...rootScheduleShape,
+  /** Seconds between drift verification rounds (drift.ts); 0 = off. */
+  verify_period: z.number().int().default(0),
+  drift_action: z.enum(DRIFT_ACTIONS).default('report'),
+  verify_rate: z.number().int().default(DEFAULT_VERIFY_RATE),
 });
 
 export type LdapConfig = z.infer<typeof storedConfigSchema>;
@@ -93,6 +110,8 @@ export interface LdapEnginePart {
   initialize?(): Promise<void>;
   /** On the cluster's leader, when it takes over (or at mount on it): finishing interrupted work, scheduling. */
   lead?(): Promise<void>;
+  /** When this node stops leading (and at cleanup): stops what lead started and waits for it. */
+  stepDown?(): Promise<void>;
   cleanup?(): Promise<void>;
 }
 
@@ -128,6 +147,11 @@ export interface LdapEngine {
   scheduler: RotationScheduler;
   /** Registered by parts whose objects need the config (static roles, dynamic roles, library sets). */
   configDependents: ConfigDependent[];
+  /**
+   * Registered by parts whose leader work follows the config (automated root rotation, drift verification): run after
+   * a config write or delete on this node, and on a shared store by the leader's periodic refresh (a write elsewhere).
+   */
+  configWatchers: Array<() => Promise<void>>;
 }
 
 /** A password from the configured policy, or the default generator (optionally with the deprecated length). */
@@ -299,6 +323,9 @@ export function validateConfig(config: LdapConfig): void {
   if (config.length < 0) throw new BadRequestError('length: must not be negative');
   if (config.length > 0 && config.length < 4) throw new BadRequestError('length: must be at least 4');
   if (config.request_timeout <= 0) throw new BadRequestError('request_timeout: must be a positive number of seconds');
+  if (config.verify_period > 0 && config.verify_period < MIN_VERIFY_PERIOD) {
+    throw new BadRequestError(`verify_period: at least ${MIN_VERIFY_PERIOD} seconds, or 0 to turn drift verification off`);
+  }
   if (TLS_NAMES.indexOf(config.tls_max_version) < TLS_NAMES.indexOf(config.tls_min_version)) {
     throw new BadRequestError("tls_max_version: must be greater than or equal to 'tls_min_version'");
   }
@@ -355,6 +382,10 @@ const configFields = {
   case_sensitive_names: field.bool('When true, a username lookup only accepts an entry whose userattr matches with the same case.'),
   skip_static_role_import_rotation: field.bool('Default of skip_import_rotation for new static roles.'),
   length: field.int('Deprecated: length of generated passwords (default 64, at most 100 like a password policy). Exclusive with password_policy.', { min: 0, max: 100 }),
+  ...rootScheduleFields,
+  verify_period: field.duration(`Drift detection: how often the leader binds as each static role and available library account with the password it holds (at least ${MIN_VERIFY_PERIOD}s); 0 (default): off.`, { max: 30 * 86_400 }),
+  drift_action: field.string('What a detected drift does: report (default: marks the account) or rotate (also gives it a new password through the bind account).', { oneOf: DRIFT_ACTIONS }),
+  verify_rate: field.int(`Drift verification binds per second (default ${DEFAULT_VERIFY_RATE}, at most ${MAX_VERIFY_RATE}).`, { min: 1, max: MAX_VERIFY_RATE }),
 };
 
 type ConfigFieldName = keyof typeof configFields;
@@ -374,6 +405,9 @@ export function mergeConfig(existing: LdapConfig | undefined, sent: Partial<Reco
   for (const k of ['bindpass', 'certificate', 'client_tls_cert', 'client_tls_key'] as const) if (k in sent) next[k] = sent[k] as string;
   for (const k of ['starttls', 'insecure_tls', 'case_sensitive_names', 'skip_static_role_import_rotation'] as const) if (k in sent) next[k] = sent[k] as boolean;
   if ('length' in sent) next.length = sent.length as number;
+  if ('verify_period' in sent) next.verify_period = sent.verify_period as number;
+  if ('verify_rate' in sent) next.verify_rate = sent.verify_rate as number;
+  if ('drift_action' in sent) next.drift_action = enumValue('drift_action', sent.drift_action as string, DRIFT_ACTIONS);
   if ('request_timeout' in sent) next.request_timeout = (sent.request_timeout as number) || DEFAULT_REQUEST_TIMEOUT;
   if ('connection_timeout' in sent) next.connection_timeout = sent.connection_timeout as number;
   if ('schema' in sent) {
@@ -392,7 +426,7 @@ export function mergeConfig(existing: LdapConfig | undefined, sent: Partial<Reco
 }
 
 /** The read shape: bindpass, client_tls_key and the previous bind password are never returned. */
-export function configReadData(config: LdapConfig): Record<string, unknown> {
+export function configReadData(config: LdapConfig, now: number): Record<string, unknown> {
   return {
     binddn: config.binddn,
     url: config.url,
@@ -414,6 +448,10 @@ export function configReadData(config: LdapConfig): Record<string, unknown> {
     ...(config.length > 0 ? { length: config.length } : {}),
     ...(config.password_policy ? { password_policy: config.password_policy } : {}),
     ...(config.last_bind_password_rotation ? { last_bind_password_rotation: new Date(config.last_bind_password_rotation).toISOString() } : {}),
+    ...rootScheduleView(config, now),
+    verify_period: config.verify_period,
+    drift_action: config.drift_action,
+    verify_rate: config.verify_rate,
   };
 }
 
@@ -422,6 +460,7 @@ export function configPart(engine: LdapEngine): LdapEnginePart {
   const write = (sent: Partial<Record<ConfigFieldName, unknown>>) => engine.locks.run(CONFIG_KEY, async () => {
     const existing = await readConfig(storage);
     const next = mergeConfig(existing, sent);
+    Object.assign(next, applyScheduleFields(sent as Parameters<typeof applyScheduleFields>[0], next, engine.clock.now(), next.last_bind_password_rotation));
     validateConfig(next);
     // Values, not the keys sent: an operator or IaC re-posting the same binddn or bindpass changes nothing.
     const newPassword = existing !== undefined && next.bindpass !== existing.bindpass;
@@ -452,6 +491,9 @@ export function configPart(engine: LdapEngine): LdapEnginePart {
       throw new ConflictError('a rotate-root changed the bind password meanwhile; retry the request');
     }
   });
+  const changed = async () => {
+    for (const watcher of engine.configWatchers) await watcher();
+  };
 
   return {
     paths: [
@@ -463,11 +505,12 @@ export function configPart(engine: LdapEngine): LdapEnginePart {
         operations: {
           read: async () => {
             const config = await readConfig(storage);
-            return config ? { data: configReadData(config) } : undefined;
+            return config ? { data: configReadData(config, engine.clock.now()) } : undefined;
           },
           update: async (req) => {
             const sent = Object.fromEntries((Object.keys(configFields) as ConfigFieldName[]).filter((k) => req.has(k)).map((k) => [k, req.data[k]]));
             await write(sent);
+            await changed();
           },
           delete: async () => engine.locks.run(CONFIG_KEY, async () => {
             const blocking: string[] = [];
@@ -487,7 +530,7 @@ export function configPart(engine: LdapEngine): LdapEnginePart {
                 'directory accepts for the bind account; finish it with ldap/rotate-root, or write the bind password you know to ldap/config, first');
             }
             await engine.connections.close();
-          }),
+          }).then(changed),
         },
       }),
     ],

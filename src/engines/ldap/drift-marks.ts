@@ -9,7 +9,7 @@
  */
 import { z } from 'zod';
 import type { StorageOp } from '../../core/storage/types.ts';
-import type { StorageView } from '../../core/storage/view.ts';
+import { jsonBytes, type StorageView } from '../../core/storage/view.ts';
 
 const PREFIX = 'drift/';
 
@@ -33,11 +33,16 @@ export async function readDriftMark(storage: StorageView, target: string): Promi
   return storage.getJson(driftKey(target), (raw) => driftMarkSchema.parse(raw));
 }
 
+/** The write that records a failed verification over `current` (the mark as read): the first detection time is kept. */
+export function markDriftOp(current: DriftMark | undefined, target: string, at: number, lastError = ''): { op: StorageOp; mark: DriftMark } {
+  const mark = driftMarkSchema.parse({ target, detected_at: current?.detected_at ?? at, attempts: (current?.attempts ?? 0) + 1, last_error: lastError });
+  return { op: { type: 'put', key: driftKey(target), value: jsonBytes(mark) }, mark };
+}
+
 /** Records a failed verification; the first detection time is kept. */
 export async function markDrift(storage: StorageView, target: string, at: number, lastError = ''): Promise<DriftMark> {
-  const current = await readDriftMark(storage, target);
-  const mark: DriftMark = { target, detected_at: current?.detected_at ?? at, attempts: (current?.attempts ?? 0) + 1, last_error: lastError };
-  await storage.putJson(driftKey(target), driftMarkSchema.parse(mark));
+  const { op, mark } = markDriftOp(await readDriftMark(storage, target), target, at, lastError);
+  await storage.transaction([op]);
   return mark;
 }
 

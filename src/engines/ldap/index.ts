@@ -17,6 +17,7 @@ import { rotateStaticRole, scheduleStaticRoles, staticRolesPart } from './static
 import { dynamicCredsPart } from './dynamic-creds.ts';
 import { dynamicRolesPart } from './dynamic-roles.ts';
 import { libraryPart } from './library.ts';
+import { driftPart } from './drift.ts';
 import { registerLdapGauges } from './metrics.ts';
 
 /**
@@ -34,6 +35,7 @@ const PARTS: Array<(engine: LdapEngine) => LdapEnginePart> = [
   dynamicRolesPart,
   dynamicCredsPart,
   libraryPart,
+  driftPart,
 ];
 
 /**
@@ -45,6 +47,8 @@ const SCHEDULE_REFRESH_MS = 2000;
 async function refreshLeaderWork(engine: LdapEngine): Promise<void> {
   await scheduleStaticRoles(engine);
   await eraseExpiredPrevious(engine);
+  // The automated root rotation and drift verification follow config writes made on other nodes.
+  for (const watcher of engine.configWatchers) await watcher();
 }
 
 export interface LdapBackendDeps {
@@ -73,6 +77,7 @@ export function ldapBackend(deps: LdapBackendDeps = {}): BackendFactory {
       locks: new KeyedLock(),
       scheduler: undefined as unknown as RotationScheduler,
       configDependents: [],
+      configWatchers: [],
     };
     engine.scheduler = new RotationScheduler({
       clock: ctx.clock,
@@ -95,6 +100,7 @@ export function ldapBackend(deps: LdapBackendDeps = {}): BackendFactory {
         },
         async stop() {
           engine.scheduler.stop();
+          for (const p of parts) await p.stepDown?.();
           await engine.scheduler.idle();
         },
       },
@@ -102,6 +108,7 @@ export function ldapBackend(deps: LdapBackendDeps = {}): BackendFactory {
       periodic: ctx.system.shared ? { intervalMs: SCHEDULE_REFRESH_MS, run: () => refreshLeaderWork(engine) } : undefined,
       async cleanup() {
         engine.scheduler.stop();
+        for (const p of parts) await p.stepDown?.();
         await engine.scheduler.idle();
         for (const p of parts) await p.cleanup?.();
         await engine.connections.close();

@@ -12,12 +12,14 @@
 import { BadRequestError, NotFoundError, PermissionDeniedError } from '../../core/errors.ts';
 import { field } from '../../core/fields.ts';
 import { definePath, type BackendRequest, type CallerInfo, type LeaseView, type SecretResponse, type SecretType, lowerName } from '../../core/framework.ts';
+import type { StorageCondition, StorageOp } from '../../core/storage/types.ts';
 import type { PreparedWrite } from '../../core/storage/view.ts';
 import type { LdapEngine, LdapEnginePart } from './config.ts';
 import {
   ACCOUNT_PREFIX, SET_NAME, accountSegment, listAccountNames, putAccountOp, readAccount, readLibrarySet, returningClaim, swapAccount, unchangedAccount,
   type AccountState, type Borrower, type LentAccount, type LibrarySet,
 } from './library-store.ts';
+import { clearDriftOp } from './drift-marks.ts';
 import { changePasswordWithWal, walKey } from './rotation.ts';
 import { LDAP_LIBRARY_REFUSED } from '../../telemetry/families.ts';
 
@@ -45,13 +47,39 @@ export function isBorrower(borrower: Borrower, caller: CallerInfo | undefined): 
   return (borrower.entity_id !== '' && borrower.entity_id === caller.entityId) || (borrower.accessor !== '' && borrower.accessor === caller.accessor);
 }
 
+/** The drift mark of a set's account (drift-marks.ts): one per account, which is in one set at a time. */
+export const libraryDriftTarget = (set: string, account: string): string => `library/${set}/${accountSegment(account)}`;
+
 /** A new member: its password is set now, so the service is the only holder (Vault's initial check-in). */
 export async function enrollAccount(engine: Engine, name: string, dn: string): Promise<void> {
-  await changePasswordWithWal(engine, {
+  await setAvailablePassword(engine, name, dn);
+}
+
+/**
+ * An available account given a new password without lending it: drift take-back (drift.ts). Only from the record as
+ * read, so a check-out meanwhile is not overwritten (its borrower then holds the drifted password, which the check-in
+ * replaces, as it replaces the WAL's). The commit clears the account's drift mark. False when it was not available.
+ */
+export async function retakeAvailableAccount(engine: Engine, set: string, name: string, fence?: PreparedWrite): Promise<boolean> {
+  return engine.locks.run(ACCOUNT_PREFIX + accountSegment(name), async () => {
+    const snapshot = await readAccount(engine.storage, name);
+    if (snapshot?.state.state !== 'available') return false;
+    return setAvailablePassword(engine, name, snapshot.state.dn, {
+      also: [clearDriftOp(libraryDriftTarget(set, name))], conditions: [unchangedAccount(name, snapshot)], fence,
+    });
+  });
+}
+
+/** Sets an account's password under the WAL and records it available. */
+async function setAvailablePassword(engine: Engine, name: string, dn: string, opts: { also?: StorageOp[]; conditions?: StorageCondition[]; fence?: PreparedWrite } = {}): Promise<boolean> {
+  const changed = await changePasswordWithWal(engine, {
     target: accountWalTarget(name),
     account: { dn },
-    commit: (password, changedDn) => [putAccountOp({ state: 'available', name, dn: changedDn, password })],
+    commit: (password, changedDn) => [putAccountOp({ state: 'available', name, dn: changedDn, password }), ...(opts.also ?? [])],
+    commitConditions: opts.conditions,
+    fence: opts.fence,
   });
+  return changed !== undefined;
 }
 
 /**
@@ -73,7 +101,8 @@ export async function checkInAccount(engine: Engine, name: string, accept: (acco
       account: { dn: account.dn },
       prepare: claim && [claim.op],
       prepareConditions: claim && [unchangedAccount(name, snapshot)],
-      commit: (password, dn) => [putAccountOp({ state: 'available', name, dn, password })],
+      // A password the server just set is the directory's: a drift mark from before the loan is stale.
+      commit: (password, dn) => [putAccountOp({ state: 'available', name, dn, password }), clearDriftOp(libraryDriftTarget(account.borrower.set, name))],
       // Only our claim becomes available: never overwrite a state another server wrote.
       commitConditions: [unchangedAccount(name, claim?.claimed ?? snapshot)],
       // The borrower's lease ends in the same transaction, so no lease outlives its loan.
