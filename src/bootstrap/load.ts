@@ -3,12 +3,11 @@
  * rules between objects, its references resolved. Every problem is collected with its YAML path and line before
  * anything is applied; none carries a resolved value.
  */
-import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import { isMap, isSeq, LineCounter, parseDocument, type Document, type Node } from 'yaml';
 import type { z } from 'zod';
 import { parseDurationSecond } from '../core/durations.ts';
 import { AUTH_TYPE_KINDS, BOOTSTRAP_LIMITS, DURATION_KEY, ROLE_KINDS, SECRET_TYPE_KINDS, bootstrapSchema, salvage, type BootstrapFile } from './schema.ts';
-import { ReferenceError, parseTemplate, processReferences, renderTemplate, type ReferenceSource } from './references.ts';
+import { ReferenceError, parseTemplate, processReferences, readBounded, renderTemplate, type ReferenceSource } from './references.ts';
 
 export type YamlPath = ReadonlyArray<string | number>;
 
@@ -57,26 +56,17 @@ export function loadBootstrapFile(file: string, options: LoadOptions): LoadedFil
 }
 
 function readFileBounded(file: string): string {
-  const whole = (message: string) => new BootstrapInvalidError(file, [{ path: '', line: 0, message }]);
-  let fd: number;
+  const max = BOOTSTRAP_LIMITS.fileBytes;
+  let bytes: Buffer;
   try {
-    fd = openSync(file, 'r');
+    bytes = readBounded(file, max);
   } catch (err) {
-    throw whole((err as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : 'cannot be read');
+    const code = (err as NodeJS.ErrnoException).code;
+    const why = code === 'ENOENT' ? 'no such file' : err instanceof ReferenceError ? err.message : 'cannot be read';
+    throw new BootstrapInvalidError(file, [{ path: '', line: 0, message: why }]);
   }
-  try {
-    const stat = fstatSync(fd);
-    if (!stat.isFile()) throw whole('not a regular file');
-    if (stat.size > BOOTSTRAP_LIMITS.fileBytes) throw whole(`larger than the maximum of ${BOOTSTRAP_LIMITS.fileBytes} bytes`);
-    // The size is read again as the bytes arrive: a file growing after the stat is bounded too.
-    const buf = Buffer.alloc(BOOTSTRAP_LIMITS.fileBytes + 1);
-    let n = 0;
-    for (let r = 1; r > 0 && n < buf.length; n += r) r = readSync(fd, buf, n, buf.length - n, null);
-    if (n > BOOTSTRAP_LIMITS.fileBytes) throw whole(`larger than the maximum of ${BOOTSTRAP_LIMITS.fileBytes} bytes`);
-    return buf.subarray(0, n).toString('utf8');
-  } finally {
-    closeSync(fd);
-  }
+  if (bytes.length > max) throw new BootstrapInvalidError(file, [{ path: '', line: 0, message: `larger than the maximum of ${max} bytes` }]);
+  return bytes.toString('utf8');
 }
 
 /** The pure part of loading, given the file's text: tested without files. */

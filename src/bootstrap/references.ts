@@ -70,7 +70,7 @@ export interface ReferenceSource {
 }
 
 /** Reads at most `maxBytes + 1` bytes, so an oversized file is known without reading it all. */
-function readBounded(path: string, maxBytes: number): Buffer {
+export function readBounded(path: string, maxBytes: number): Buffer {
   const fd = openSync(path, 'r');
   try {
     if (!fstatSync(fd).isFile()) throw new ReferenceError('not a regular file');

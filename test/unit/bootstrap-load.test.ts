@@ -1,5 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { BootstrapInvalidError, parseBootstrap } from '../../src/bootstrap/load.ts';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { BootstrapInvalidError, loadBootstrapFile, parseBootstrap } from '../../src/bootstrap/load.ts';
 import { parseTemplate, ReferenceError, renderTemplate, type ReferenceSource } from '../../src/bootstrap/references.ts';
 import { BOOTSTRAP_LIMITS } from '../../src/bootstrap/schema.ts';
 
@@ -54,6 +57,25 @@ describe('the file\'s schema', () => {
   it('JSON is accepted, with lines too', () => {
     expect(errors('{\n  "mounts": [\n    {"path": "ldap", "type": "ldap", "tune": {"default_lease_ttl": "1y"}}\n  ]\n}\n')).toEqual(['f.yaml:3: mounts[0].tune.default_lease_ttl: unknown unit "y" in duration "1y"']);
     expect(errors('{"policies": {"acl": [{"name": "ci", "policy": "p"}]}}')).toEqual([]);
+  });
+
+  it('an "oversize file" is refused before it is parsed', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'bootstrap-unit-'));
+    try {
+      const file = join(dir, 'big.yaml');
+      writeFileSync(file, `# ${'x'.repeat(BOOTSTRAP_LIMITS.fileBytes)}\n`);
+      const err = (() => {
+        try {
+          loadBootstrapFile(file, { allowTokenIds: false });
+        } catch (e) {
+          return e;
+        }
+      })();
+      expect(err).toBeInstanceOf(BootstrapInvalidError);
+      expect((err as BootstrapInvalidError).lines()).toEqual([`${file}:0: larger than the maximum of ${BOOTSTRAP_LIMITS.fileBytes} bytes`]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('"too many objects" and alias bombs are refused', () => {
