@@ -392,6 +392,7 @@ async function createRole(engine: LdapEngine, name: string, req: RoleRequest): P
       prepare: [putStaticRoleOp(role)],
       commit: (password) => [putStaticRoleOp(rotatedRecord(role, password, engine.clock.now())), clearDriftOp(staticRoleTarget(name))],
     });
+    engine.ctx.metrics.counter(LDAP_STATIC_ROTATIONS).inc({ result: 'success' });
     reschedule(engine, (await readStaticRole(engine.storage, name))!);
   } catch (err) {
     // Unknown outcome (the modify may have landed): keep the pending role and its WAL; retries finish it.
