@@ -12,6 +12,7 @@ import { storagePrefix } from '../../src/core/mounts.ts';
 import { StorageView } from '../../src/core/storage/view.ts';
 import { markDrift } from '../../src/engines/ldap/drift-marks.ts';
 import { configure, cred, ok } from '../support/ldap-engine.ts';
+import { createDatabase } from '../support/postgres.ts';
 import { parseScrape, type Scrape } from '../support/prometheus.ts';
 import { startTestServer, type TestServer, type TestServerOptions } from '../support/server.ts';
 import { canBind, createIsolatedOu, ensureSlapdInstalled, startSlapd, stopSlapd, type IsolatedOu, type SlapdFacts } from '../support/slapd.ts';
@@ -265,6 +266,60 @@ describe('restarts', () => {
     await advanceTo(clock, '2031-01-25T02:00:00Z');
     await vi.waitFor(async () => expect((await cred(s, 'app')).password).not.toBe(p2), { timeout: 5000 });
     expect(await canBind(facts.url, ou.users[0]!.dn, (await cred(s, 'app')).password)).toBe(true);
+  });
+});
+
+describe('leader changes (nodes on one PostgreSQL database)', () => {
+  const postgres = inject('postgres');
+  const timings = { leaseTtlMs: 1500, renewMs: 200, pollMs: 100, heartbeatMs: 300, deadAfterMs: 2000 };
+
+  it('"a leader change never rotates a role before its time, and never skips one that came due while no node led: it runs once, as soon as a leader exists, inside its window"', async () => {
+    const db = await createDatabase(postgres);
+    try {
+      const clock = new FakeClock(FRIDAY);
+      const unsealKey = randomBytes(32).toString('base64');
+      const node = () => server({ postgresUrl: db.url, unsealKey, clock, cluster: timings });
+      const leaderOf = async (nodes: TestServer[]) => {
+        await vi.waitFor(() => expect(nodes.filter((n) => n.core.cluster.leading)).toHaveLength(1), { timeout: 10_000, interval: 50 });
+        return nodes.find((n) => n.core.cluster.leading)!;
+      };
+      const first = await node();
+      await leaderOf([first]);
+      await configure(first, facts, ou);
+      await ok(first, 'POST', 'ldap/static-role/app', { username: 'user0', ...WEEKLY });
+      const p0 = (await cred(first, 'app')).password;
+
+      // The leader stops; the clock passes the occurrence before another node leads.
+      const second = await node();
+      await first.close();
+      await clock.advance(15 * 3600_000);
+      expect(clock.now()).toBe(at('2031-01-04T03:00:00Z'));
+      await leaderOf([second]);
+      await clock.advance(1);
+      await vi.waitFor(async () => expect((await cred(second, 'app')).password).not.toBe(p0), { timeout: 10_000 });
+      expect((await read(second)).last_service_rotation).toMatch(/^2031-01-04T03:00:00/);
+      await advanceTo(clock, '2031-01-04T05:00:00Z', 20 * 60_000);
+      expect(await rotationsCounted(second, 'success')).toBe(1);
+      const p1 = (await cred(second, 'app')).password;
+
+      // Again, but the next leader arrives before the next occurrence: it waits for it.
+      const third = await node();
+      await second.close();
+      await clock.advance(at('2031-01-11T01:00:00Z') - clock.now());
+      await leaderOf([third]);
+      await clock.advance(1);
+      await settle();
+      expect((await cred(third, 'app')).password).toBe(p1);
+      expect((await read(third)).next_rotation).toBe('2031-01-11T02:00:00.000Z');
+      await advanceTo(clock, '2031-01-11T02:00:00Z', 10 * 60_000);
+      await vi.waitFor(async () => expect((await cred(third, 'app')).password).not.toBe(p1), { timeout: 10_000 });
+      expect(await rotationsCounted(third, 'success')).toBe(1);
+      expect(await canBind(facts.url, ou.users[0]!.dn, (await cred(third, 'app')).password)).toBe(true);
+      await third.close();
+    } finally {
+      for (const s of servers.splice(0)) await s.close().catch(() => undefined);
+      await db.drop();
+    }
   });
 });
 
