@@ -58,10 +58,9 @@ interface Running {
 }
 
 async function startAsImage(stage: Stage, argv: string[], opts: { cwd: string; env: Record<string, string> }): Promise<Running> {
-  const [uid, gid] = userIds(stage);
   const [command, ...args] = isolated
-    ? ['unshare', '--fork', '--pid', '--kill-child=SIGKILL', '--', 'setpriv', `--reuid=${uid}`, `--regid=${gid}`, '--clear-groups',
-      '--no-new-privs', '--inh-caps=-all', '--bounding-set=-all', '--', ...argv]
+    ? ['unshare', '--fork', '--pid', '--kill-child=SIGKILL', '--', 'setpriv', ...userIds(stage).map((id, i) => `--re${i ? 'gid' : 'uid'}=${id}`),
+      '--clear-groups', '--no-new-privs', '--inh-caps=-all', '--bounding-set=-all', '--', ...argv]
     : argv;
   const launcher = spawn(command, args, { cwd: opts.cwd, env: opts.env, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
