@@ -39,8 +39,12 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
     async stop() {
       const s = server;
       server = undefined;
+      if (!s) return;
+      // close() waits for every connection: stop accepting first, then cut them, including one accepted meanwhile.
+      const closed = new Promise<void>((resolve) => s.close(() => resolve()));
+      s.on('connection', (sock: Socket) => sock.destroy());
       for (const sock of sockets) sock.destroy();
-      if (s) await new Promise<void>((resolve) => s.close(() => resolve()));
+      await closed;
     },
     start: listen,
   };
