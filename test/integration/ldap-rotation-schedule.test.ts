@@ -15,7 +15,7 @@ import { configure, cred, ok } from '../support/ldap-engine.ts';
 import { createDatabase } from '../support/postgres.ts';
 import { parseScrape, type Scrape } from '../support/prometheus.ts';
 import { startTestServer, type TestServer, type TestServerOptions } from '../support/server.ts';
-import { canBind, createIsolatedOu, ensureSlapdInstalled, startSlapd, stopSlapd, type IsolatedOu, type SlapdFacts } from '../support/slapd.ts';
+import { alive, canBind, createIsolatedOu, ensureSlapdInstalled, startSlapd, stopSlapd, type IsolatedOu, type SlapdFacts } from '../support/slapd.ts';
 
 const facts = inject('slapd');
 
@@ -73,6 +73,14 @@ async function advanceTo(clock: FakeClock, iso: string, stepMs = 15 * 60_000): P
   }
 }
 
+/** A server on a fake clock at FRIDAY, configured for the test's OU. */
+async function configuredAtFriday(): Promise<{ s: TestServer; clock: FakeClock }> {
+  const clock = new FakeClock(FRIDAY);
+  const s = await server({ clock });
+  await configure(s, facts, ou);
+  return { s, clock };
+}
+
 function dataDirectory(): string {
   const dir = mkdtempSync(join(tmpdir(), 'strongroom-schedule-'));
   dirs.push(dir);
@@ -81,9 +89,7 @@ function dataDirectory(): string {
 
 describe('static-role/:name with rotation_schedule', () => {
   it('"a scheduled rotation runs at its occurrence (UTC), never before, and next at the following occurrence"', async () => {
-    const clock = new FakeClock(FRIDAY);
-    const s = await server({ clock });
-    await configure(s, facts, ou);
+    const { s, clock } = await configuredAtFriday();
     await ok(s, 'POST', 'ldap/static-role/app', { username: 'user0', ...WEEKLY });
     expect(await read(s)).toMatchObject({
       rotation_period: 0, rotation_schedule: '0 2 * * 6', rotation_window: 7200, disable_automated_rotation: false,
@@ -103,9 +109,7 @@ describe('static-role/:name with rotation_schedule', () => {
   });
 
   it('"a rotation by hand keeps the schedule\'s occurrences; an update that changes the schedule starts from the next occurrence after the update"', async () => {
-    const clock = new FakeClock(FRIDAY);
-    const s = await server({ clock });
-    await configure(s, facts, ou);
+    const { s } = await configuredAtFriday();
     await ok(s, 'POST', 'ldap/static-role/app', { username: 'user0', ...WEEKLY });
     await ok(s, 'POST', 'ldap/rotate-role/app');
     expect((await read(s)).next_rotation).toBe('2031-01-04T02:00:00.000Z');
@@ -295,8 +299,11 @@ describe('leader changes (nodes on one PostgreSQL database)', () => {
       await clock.advance(15 * 3600_000);
       expect(clock.now()).toBe(at('2031-01-04T03:00:00Z'));
       await leaderOf([second]);
-      await clock.advance(1);
-      await vi.waitFor(async () => expect((await cred(second, 'app')).password).not.toBe(p0), { timeout: 10_000 });
+      // The new leader's work starts just after it leads; a timer due now fires when the fake clock moves.
+      await vi.waitFor(async () => {
+        await clock.advance(1);
+        expect((await cred(second, 'app')).password).not.toBe(p0);
+      }, { timeout: 10_000, interval: 100 });
       expect((await read(second)).last_service_rotation).toMatch(/^2031-01-04T03:00:00/);
       await advanceTo(clock, '2031-01-04T05:00:00Z', 20 * 60_000);
       expect(await rotationsCounted(second, 'success')).toBe(1);
@@ -307,8 +314,8 @@ describe('leader changes (nodes on one PostgreSQL database)', () => {
       await second.close();
       await clock.advance(at('2031-01-11T01:00:00Z') - clock.now());
       await leaderOf([third]);
-      await clock.advance(1);
-      await settle();
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      await advanceTo(clock, '2031-01-11T01:59:00Z', 10 * 60_000);
       expect((await cred(third, 'app')).password).toBe(p1);
       expect((await read(third)).next_rotation).toBe('2031-01-11T02:00:00.000Z');
       await advanceTo(clock, '2031-01-11T02:00:00Z', 10 * 60_000);
@@ -325,9 +332,7 @@ describe('leader changes (nodes on one PostgreSQL database)', () => {
 
 describe('disable_automated_rotation', () => {
   it('"disable_automated_rotation leaves only manual rotation": no next_rotation, ttl 0, nothing rotates; rotate-role does; re-enabled, the schedule resumes', async () => {
-    const clock = new FakeClock(FRIDAY);
-    const s = await server({ clock });
-    await configure(s, facts, ou);
+    const { s, clock } = await configuredAtFriday();
     await ok(s, 'POST', 'ldap/static-role/app', { username: 'user0', disable_automated_rotation: true });
     const role = await read(s);
     expect(role).toMatchObject({ disable_automated_rotation: true, rotation_period: 0, rotation_schedule: '' });
@@ -356,9 +361,7 @@ describe('disable_automated_rotation', () => {
   });
 
   it('"a failed rotate-role of a role without automation says to retry by hand, and nothing retries it"', async () => {
-    const clock = new FakeClock(FRIDAY);
-    const s = await server({ clock });
-    await configure(s, facts, ou);
+    const { s, clock } = await configuredAtFriday();
     await ok(s, 'POST', 'ldap/static-role/app', { username: 'user0', disable_automated_rotation: true });
     await ok(s, 'POST', 'ldap/config', { bindpass: 'broken' });
     const r = await s.request('POST', 'ldap/rotate-role/app');
@@ -408,14 +411,6 @@ class OwnSlapd {
   }
   async close(): Promise<void> {
     await stopSlapd(this.facts);
-  }
-}
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
   }
 }
 
@@ -473,9 +468,7 @@ describe('LIST ldap/rotation-failures', () => {
   });
 
   it('"a retry never starts outside the window of its occurrence": the role stays failed until the next occurrence, which rotates', async () => {
-    const clock = new FakeClock(FRIDAY);
-    const s = await server({ clock });
-    await configure(s, facts, ou);
+    const { s, clock } = await configuredAtFriday();
     await ok(s, 'POST', 'ldap/static-role/app', { username: 'user0', ...WEEKLY });
     const before = await cred(s, 'app');
     await ok(s, 'POST', 'ldap/config', { bindpass: 'broken' });
@@ -504,9 +497,7 @@ describe('LIST ldap/rotation-failures', () => {
   });
 
   it('"a role that is deleted stops retrying"', async () => {
-    const clock = new FakeClock(FRIDAY);
-    const s = await server({ clock });
-    await configure(s, facts, ou);
+    const { s, clock } = await configuredAtFriday();
     await ok(s, 'POST', 'ldap/static-role/app', { username: 'user0', rotation_period: '1h' });
     await ok(s, 'POST', 'ldap/config', { bindpass: 'broken' });
     await clock.advance(3600_000);
@@ -518,9 +509,7 @@ describe('LIST ldap/rotation-failures', () => {
   });
 
   it('"drift marks are shown": the role reads drifted with drift_detected_at, rotation-failures lists kind drift, the gauge counts it, and a rotation clears the mark', async () => {
-    const clock = new FakeClock(FRIDAY);
-    const s = await server({ clock });
-    await configure(s, facts, ou);
+    const { s } = await configuredAtFriday();
     await ok(s, 'POST', 'ldap/static-role/app', { username: 'user0', rotation_period: '1h' });
     await ok(s, 'POST', 'ldap/static-role/org/other', { username: 'user1', rotation_period: '1h' });
     const storage = new StorageView(s.core.barrier, storagePrefix(s.core.mounts.get('ldap/')!));

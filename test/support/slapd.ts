@@ -170,7 +170,8 @@ async function bindOnce(url: string, dn: string, password: string, timeoutMs = 2
   }
 }
 
-function alive(pid: number): boolean {
+/** Whether the process still exists (a stopped slapd, say). */
+export function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;
