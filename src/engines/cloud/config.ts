@@ -2,10 +2,11 @@ import { z } from 'zod';
 import { BadRequestError } from '../../core/errors.ts';
 import { field } from '../../core/fields.ts';
 import { definePath, type PathDefinition } from '../../core/framework.ts';
-import type { StorageView } from '../../core/storage/view.ts';
+import { jsonBytes, type PreparedWrite, type StorageView } from '../../core/storage/view.ts';
 import { resolveEnvironment, type ResolveEnvironmentOptions } from '../../providers/azure/environments.ts';
+import { NO_ROOT_SCHEDULE, applyScheduleFields, rootScheduleFields, rootScheduleShape, rootScheduleView } from '../root-rotation.ts';
 
-const CONFIG_KEY = 'config';
+export const CONFIG_KEY = 'config';
 
 /** The root password rotate-root created and is switching to; kept until the switch is complete. */
 const pendingRootSchema = z.object({
@@ -32,6 +33,8 @@ export const configSchema = z.object({
   client_secret_key_id: z.string().default(''),
   root_password_expiration_date: z.string().default(''),
   pending_root: pendingRootSchema.nullable().default(null),
+  /** Automated rotation of the client secret and its state (root-rotation.ts). */
+  ...rootScheduleShape,
 });
 export type CloudConfig = z.infer<typeof configSchema>;
 
@@ -41,7 +44,7 @@ const IDENTITY_TOKEN_TTL_DEFAULT = 3600;
 const EMPTY: CloudConfig = {
   subscription_id: '', tenant_id: '', client_id: '', client_secret: '', environment: '', identity_token_audience: '',
   identity_token_ttl: IDENTITY_TOKEN_TTL_DEFAULT, root_password_ttl: ROOT_PASSWORD_TTL_DEFAULT,
-  client_secret_key_id: '', root_password_expiration_date: '', pending_root: null,
+  client_secret_key_id: '', root_password_expiration_date: '', pending_root: null, ...NO_ROOT_SCHEDULE,
 };
 
 /** Environment variables that win over the stored value (spec: "environment variables override"). */
@@ -59,6 +62,11 @@ export async function readConfig(storage: StorageView): Promise<CloudConfig | un
 
 export async function writeConfig(storage: StorageView, config: CloudConfig): Promise<void> {
   await storage.putJson(CONFIG_KEY, configSchema.parse(config));
+}
+
+/** Writes the config only over `expected` (the bytes read) and while `fence` holds: leader work. False when not. */
+export async function writeConfigGuarded(storage: StorageView, config: CloudConfig, expected: Buffer | undefined, fence: PreparedWrite): Promise<boolean> {
+  return storage.transaction([{ type: 'put', key: CONFIG_KEY, value: jsonBytes(configSchema.parse(config)) }], [{ key: CONFIG_KEY, expected }], [fence]);
 }
 
 async function deleteConfig(storage: StorageView): Promise<void> {
@@ -104,6 +112,9 @@ export function validateConfig(c: CloudConfig, envOptions: ResolveEnvironmentOpt
     throw new BadRequestError(`invalid value for field "identity_token_audience": only one of 'client_secret' or 'identity_token_audience' can be set`);
   }
   if (c.identity_token_audience.length >= 600) throw new BadRequestError('invalid value for field "identity_token_audience": must be shorter than 600 characters');
+  if (c.identity_token_audience && (c.rotation_period || c.rotation_schedule) && !c.disable_automated_rotation) {
+    throw new BadRequestError('invalid value for field "rotation_period": automated root rotation rotates a client_secret; with identity_token_audience the engine holds none');
+  }
   if ((c.client_secret || c.identity_token_audience) && !c.client_id) {
     throw new BadRequestError(`missing required field "client_id": client_id is required with ${c.client_secret ? 'client_secret' : 'identity_token_audience'}`);
   }
@@ -114,7 +125,7 @@ export function validateConfig(c: CloudConfig, envOptions: ResolveEnvironmentOpt
   }
 }
 
-function configView(c: CloudConfig): Record<string, unknown> {
+function configView(c: CloudConfig, now: number): Record<string, unknown> {
   return {
     subscription_id: c.subscription_id,
     tenant_id: c.tenant_id,
@@ -124,10 +135,11 @@ function configView(c: CloudConfig): Record<string, unknown> {
     identity_token_audience: c.identity_token_audience,
     identity_token_ttl: c.identity_token_ttl,
     ...(c.root_password_expiration_date ? { root_password_expiration_date: c.root_password_expiration_date } : {}),
+    ...rootScheduleView(c, now),
   };
 }
 
-const fields = {
+const ownFields = {
   subscription_id: field.string(`Subscription whose role definitions roles are resolved against. ${ENV_OVERRIDES.subscription_id} overrides it.`),
   tenant_id: field.string(`Tenant (directory) id. ${ENV_OVERRIDES.tenant_id} overrides it.`),
   client_id: field.string(`Client id of the engine's own application. ${ENV_OVERRIDES.client_id} overrides it.`),
@@ -137,8 +149,8 @@ const fields = {
   identity_token_ttl: field.duration('Lifetime of plugin identity tokens (default 1h).'),
   root_password_ttl: field.duration('Validity of the client secret rotate-root creates (default 182d).'),
 };
-type ConfigFields = typeof fields;
-const CONFIG_FIELDS = Object.keys(fields) as Array<keyof ConfigFields>;
+const fields = { ...ownFields, ...rootScheduleFields };
+const CONFIG_FIELDS = Object.keys(ownFields) as Array<keyof typeof ownFields>;
 
 export interface ConfigPathDeps {
   env: NodeJS.ProcessEnv;
@@ -147,8 +159,9 @@ export interface ConfigPathDeps {
   withConfigLock<T>(fn: () => Promise<T>): Promise<T>;
   /** The name of a role whose credentials are passwords on this application, if any. */
   roleIssuingOn(storage: StorageView, appId: string): Promise<string | undefined>;
-  /** Drops clients built from the previous config. */
-  onChange(): void;
+  /** Drops clients built from the previous config and re-reads the automated rotation's schedule. */
+  onChange(): Promise<void>;
+  now(): number;
 }
 
 export function configPaths(deps: ConfigPathDeps): PathDefinition[] {
@@ -161,7 +174,7 @@ export function configPaths(deps: ConfigPathDeps): PathDefinition[] {
       operations: {
         read: async (req) => {
           const c = await readConfig(req.storage);
-          return c ? { data: configView(c) } : undefined;
+          return c ? { data: configView(c, deps.now()) } : undefined;
         },
         update: (req) => deps.withConfigLock(async () => {
           const current = (await readConfig(req.storage)) ?? EMPTY;
@@ -171,6 +184,10 @@ export function configPaths(deps: ConfigPathDeps): PathDefinition[] {
             const value = req.data[name];
             (next as Record<string, unknown>)[name] = typeof value === 'string' && name !== 'client_secret' ? value.trim() : value;
           }
+          Object.assign(next, applyScheduleFields({
+            rotation_period: req.data.rotation_period, rotation_schedule: req.data.rotation_schedule,
+            rotation_window: req.data.rotation_window, disable_automated_rotation: req.data.disable_automated_rotation,
+          }, next, deps.now(), 0));
           if (req.has('identity_token_ttl') && next.identity_token_ttl === 0) next.identity_token_ttl = IDENTITY_TOKEN_TTL_DEFAULT;
           if (req.has('root_password_ttl') && next.root_password_ttl === 0) next.root_password_ttl = ROOT_PASSWORD_TTL_DEFAULT;
           // A new secret from the operator is not the one rotate-root created.
@@ -191,12 +208,10 @@ export function configPaths(deps: ConfigPathDeps): PathDefinition[] {
             throw new BadRequestError(`invalid value for field "client_id": role '${role}' issues credentials on this application, and the engine may not manage its own application; change or delete the role first`);
           }
           await writeConfig(req.storage, next);
-          deps.onChange();
-        }),
+        }).then(deps.onChange),
         delete: (req) => deps.withConfigLock(async () => {
           await deleteConfig(req.storage);
-          deps.onChange();
-        }),
+        }).then(deps.onChange),
       },
     }),
   ];

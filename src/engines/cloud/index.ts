@@ -30,11 +30,17 @@ export function cloudSecretsEngine(options: CloudEngineOptions = {}): BackendFac
     const factory = new AzureClientFactory({ env, retry: options.retry, logSink: (line) => ctx.logger.debug(line), observer: providerMetrics(ctx.metrics) });
     ctx.metrics.gauge(CLOUD_CREDENTIALS, outstandingLeases(ctx.system, 'creds/'));
     const engine = new CloudEngine({ storage: ctx.storage, clock: ctx.clock, logger: ctx.logger, system: ctx.system, mountAccessor: ctx.mount.accessor, env, factory });
-    const rotation = new RootRotation(engine, options.rotateRoot);
+    const rotation = new RootRotation(engine, ctx.metrics, options.rotateRoot);
     return {
       // Literal paths first; `roles/?` (list) before `roles/<name>`.
       paths: [
-        ...configPaths({ env, envOptions: { env }, withConfigLock: (fn) => engine.locks.run('config', fn), roleIssuingOn, onChange: () => engine.invalidate() }),
+        ...configPaths({
+          env, envOptions: { env }, withConfigLock: (fn) => engine.locks.run('config', fn), roleIssuingOn, now: () => ctx.clock.now(),
+          onChange: async () => {
+            engine.invalidate();
+            await rotation.refresh();
+          },
+        }),
         ...rotateRootPaths(rotation, ctx.metrics),
         ...rolePaths(engine),
         ...credsPaths(engine),
@@ -43,21 +49,23 @@ export function cloudSecretsEngine(options: CloudEngineOptions = {}): BackendFac
       leader: {
         async start() {
           await engine.wal.sweep();
-          await rotation.resume();
+          await rotation.lead();
         },
         async stop() {
           engine.wal.stop();
-          rotation.stop();
+          await rotation.stop();
         },
       },
       // Requests on other nodes leave their failed compensations and unfinished root switches to the leader.
       periodic: ctx.system.shared ? { intervalMs: LEADER_RETRY_MS, run: async () => {
         await engine.wal.sweep();
         await rotation.resume();
+        // A schedule written on another node.
+        await rotation.refresh();
       } } : undefined,
       async cleanup() {
         engine.wal.stop();
-        rotation.stop();
+        await rotation.stop();
       },
     };
   };

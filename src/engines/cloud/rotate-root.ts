@@ -7,14 +7,19 @@
  * point leaves a secret the engine can still use: before the switch the old one still works and
  * the leader resumes the switch; after it the new one is the config's. A password added but not
  * yet recorded is covered by the creation WAL.
+ *
+ * With `rotation_period` or `rotation_schedule` on the config the leader also starts it on schedule
+ * (root-rotation.ts). Only the start is fenced (the write of `pending_root`): a switch once begun is finished by
+ * whichever node leads, as after a crash.
  */
 import { BadRequestError, UpstreamError } from '../../core/errors.ts';
 import { definePath, type PathDefinition } from '../../core/framework.ts';
 import { newUuid } from '../../core/ids.ts';
 import { scopeFor } from '../../providers/azure/environments.ts';
 import { withRetry, type RetryOptions } from '../../providers/azure/retry.ts';
-import { effectiveConfig, overriddenFields, readConfig, writeConfig, type CloudConfig, type PendingRoot } from './config.ts';
+import { CONFIG_KEY, effectiveConfig, overriddenFields, readConfig, writeConfig, writeConfigGuarded, type CloudConfig, type PendingRoot } from './config.ts';
 import type { CloudEngine } from './engine.ts';
+import { DEFAULT_ROOT_BACKOFF, RootRotationTimer, failedState, rootRotationPlan, rotatedState, type RetryBackoff } from '../root-rotation.ts';
 import { ROTATE_ROOT, counted, type MountMetrics } from '../../telemetry/families.ts';
 
 /** Entra answers "invalid client secret" until a new password has reached every replica. */
@@ -24,23 +29,58 @@ const FINISH_RETRY_MS = 60_000;
 export interface RotateRootOptions {
   /** How long one attempt waits for the new password to authenticate. */
   propagation?: RetryOptions;
+  /** Retries of a failed automated rotation (default: the static roles' backoff). */
+  backoff?: RetryBackoff;
 }
+
+/** The automated rotation's state as the leader's timer reads it: none while a switch is pending (resume finishes it). */
+const scheduledState = (c: CloudConfig | undefined): CloudConfig | undefined => (c?.pending_root ? undefined : c);
 
 export class RootRotation {
   readonly #engine: CloudEngine;
   readonly #opts: RotateRootOptions;
+  readonly #timer: RootRotationTimer;
   #cancelRetry: (() => void) | undefined;
 
-  constructor(engine: CloudEngine, opts: RotateRootOptions = {}) {
+  constructor(engine: CloudEngine, metrics: MountMetrics, opts: RotateRootOptions = {}) {
     this.#engine = engine;
     this.#opts = opts;
+    this.#timer = new RootRotationTimer({
+      clock: engine.clock,
+      logger: engine.logger,
+      metrics,
+      read: async () => scheduledState(await readConfig(engine.storage)),
+      rotate: async () => (await this.rotate({ scheduled: true })) !== undefined,
+      recordFailure: (message) => this.#recordFailure(message),
+    });
   }
 
-  /** Starts a rotation; returns warnings when the switch could not be completed yet. */
-  rotate(): Promise<string[]> {
+  /** On the leader: finishes an interrupted switch, then runs the automated rotation. */
+  async lead(): Promise<void> {
+    await this.resume();
+    await this.#timer.start();
+  }
+
+  /** Re-reads the automated rotation's schedule (a config write). */
+  refresh(): Promise<void> {
+    return this.#timer.refresh();
+  }
+
+  /**
+   * Starts a rotation; returns warnings when the switch could not be completed yet. `scheduled` is the leader's
+   * automated rotation: only when still due, and only while this node leads; undefined when it did nothing.
+   */
+  rotate(opts: { scheduled: true }): Promise<string[] | undefined>;
+  rotate(): Promise<string[]>;
+  rotate({ scheduled = false } = {}): Promise<string[] | undefined> {
     return this.#engine.locks.run('config', async () => {
       const e = this.#engine;
+      const raw = await e.storage.get(CONFIG_KEY);
       const stored = await readConfig(e.storage);
+      if (scheduled) {
+        const plan = scheduledState(stored) && rootRotationPlan(stored!, e.clock.now());
+        if (!plan || plan.runAt > e.clock.now() || !e.system.leading()) return undefined;
+      }
       if (!stored) throw new BadRequestError('the cloud engine is not configured: write config first');
       const fromEnv = overriddenFields(e.env).filter((f) => f === 'client_id' || f === 'client_secret');
       if (fromEnv.length) throw new BadRequestError(`rotate-root cannot rotate credentials set by environment variables (${fromEnv.join(', ')}); rotate them where they are set`);
@@ -70,7 +110,12 @@ export class RootRotation {
       try {
         const added = await graph.addApplicationPassword(app.id, { displayName, endDateTime: expiration });
         pending = { client_secret: added.secretText, key_id: added.keyId, display_name: displayName, expiration: added.endDateTime, previous_key_id: previousKeyId, app_object_id: app.id };
-        await writeConfig(e.storage, { ...stored, pending_root: pending });
+        if (!scheduled) await writeConfig(e.storage, { ...stored, pending_root: pending });
+        else if (!(await writeConfigGuarded(e.storage, { ...stored, pending_root: pending }, raw, e.system.fence()))) {
+          // No longer the leader, or the config changed meanwhile: the password added is taken away again.
+          await e.wal.compensate(walId, e.clientsFor(config));
+          return undefined;
+        }
       } catch (err) {
         await e.wal.compensate(walId, e.clientsFor(config));
         throw err;
@@ -88,9 +133,26 @@ export class RootRotation {
     });
   }
 
-  stop(): void {
+  /** Step-down and shutdown: no more retries or automated rotations here. */
+  async stop(): Promise<void> {
     this.#cancelRetry?.();
     this.#cancelRetry = undefined;
+    this.#timer.stop();
+    await this.#timer.idle();
+  }
+
+  /** Records a failed automated rotation over the config as read, fenced; a config written meanwhile is not undone. */
+  async #recordFailure(message: string): Promise<void> {
+    const e = this.#engine;
+    await e.locks.run('config', async () => {
+      for (let attempt = 0; attempt < 3; attempt++) {
+        const raw = await e.storage.get(CONFIG_KEY);
+        const stored = await readConfig(e.storage);
+        if (!stored) return;
+        const next = failedState(stored, e.clock.now(), message, this.#opts.backoff ?? DEFAULT_ROOT_BACKOFF);
+        if ((await writeConfigGuarded(e.storage, next, raw, e.system.fence())) || !e.system.leading()) return;
+      }
+    });
   }
 
   async #finish(stored: CloudConfig, pending: PendingRoot): Promise<string[]> {
@@ -114,10 +176,12 @@ export class RootRotation {
       }
     }
     await writeConfig(e.storage, {
-      ...stored, client_secret: pending.client_secret, client_secret_key_id: pending.key_id,
+      ...rotatedState(stored, e.clock.now()), client_secret: pending.client_secret, client_secret_key_id: pending.key_id,
       root_password_expiration_date: pending.expiration, pending_root: null,
     });
     e.invalidate();
+    // The next automated rotation counts from this one (a no-op off the leader, or inside the timer's own run).
+    void this.#timer.refresh().catch((err: unknown) => e.logger.warn({ err: (err as Error).message }, 'reading the root rotation schedule failed'));
     return [];
   }
 
