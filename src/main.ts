@@ -1,7 +1,7 @@
 import { UnsealError } from './core/barrier.ts';
 import { StorageUnavailableError } from './core/storage/types.ts';
 import { createLogger } from './logger.ts';
-import { createServer, StartupError } from './server.ts';
+import { createServer, StartupError, type Server } from './server.ts';
 import { loadSettings, SettingsError } from './settings.ts';
 import { applyAndLog, BootstrapApplyError, BootstrapInvalidError, loadOptions, reloader } from './bootstrap/run.ts';
 import { loadBootstrapFile, type LoadedFile } from './bootstrap/load.ts';
@@ -30,6 +30,20 @@ async function main(): Promise<void> {
     process.exit(2);
   }
   const logger = createLogger(settings.STRONGROOM_LOG_LEVEL);
+  // Installed before anything slow (unseal, waiting for a peer or the database, the bootstrap): as PID 1 in a
+  // container Node gets no default handler, so a stop signal during start-up would otherwise be ignored until killed.
+  let server: Server | undefined;
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal, starting: !server }, 'shutting down');
+    // Start-up is crash-safe (every step survives kill -9), so one cut short needs no more than the close.
+    await server?.close();
+    process.exit(0);
+  };
+  process.once('SIGINT', () => void stop('SIGINT'));
+  process.once('SIGTERM', () => void stop('SIGTERM'));
   const bootstrapFile = settings.STRONGROOM_BOOTSTRAP;
   let bootstrap: LoadedFile | undefined;
   if (bootstrapFile) {
@@ -42,7 +56,6 @@ async function main(): Promise<void> {
       process.exit(2);
     }
   }
-  let server;
   try {
     server = await createServer(settings, logger);
   } catch (err) {
@@ -64,6 +77,8 @@ async function main(): Promise<void> {
     try {
       await applyAndLog(server.core, bootstrapFile, bootstrap, logger);
     } catch (err) {
+      // A stop signal closed the store under the apply: that stop ends the process.
+      if (stopping) return;
       process.stderr.write(`strongroom: the bootstrap could not be applied: ${(err as Error).message}\n`);
       await server.close();
       process.exit(err instanceof BootstrapApplyError ? EXIT_BOOTSTRAP_FAILED : 1);
@@ -91,13 +106,6 @@ async function main(): Promise<void> {
   const [host, port] = splitAddr(settings.STRONGROOM_ADDR);
   await server.app.listen({ host, port });
   logger.info({ addr: settings.STRONGROOM_ADDR, tls: Boolean(settings.STRONGROOM_TLS_CERT_FILE), dev: settings.STRONGROOM_DEV }, 'strongroom listening');
-  const stop = async (signal: string) => {
-    logger.info({ signal }, 'shutting down');
-    await server.close();
-    process.exit(0);
-  };
-  process.once('SIGINT', () => void stop('SIGINT'));
-  process.once('SIGTERM', () => void stop('SIGTERM'));
 }
 
 function splitAddr(addr: string): [string, number] {

@@ -215,7 +215,10 @@ export class Core {
    */
   async #awaitPeerInitialization(): Promise<void> {
     const until = performance.now() + PEER_INITIALIZATION_WAIT_MS;
+    let told = false;
     while ((await this.barrier.get(INITIALIZED_KEY)) === undefined) {
+      if (!told) this.logger.info('waiting for the node that initialises the store to finish');
+      told = true;
       if (performance.now() > until) {
         // A store migrated from one made before the mark, or an initialiser that died: marked so later starts go on.
         this.logger.warn('the store has no initialisation mark after 30 s (its initialiser died, or it predates the mark); marking it and starting');

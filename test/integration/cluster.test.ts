@@ -6,7 +6,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { seedApp } from '../support/azure-emulator/seed.ts';
 import { ENV_NAME, startCloudWorld } from '../support/cloud-engine.ts';
-import { startNode, type LogLine, type NodeProcess } from '../support/node-process.ts';
+import { spawnNode, startNode, type LogLine, type NodeProcess } from '../support/node-process.ts';
 import { createDatabase, startPostgres, startServer, stopPostgres, stopServer, type PostgresFacts } from '../support/postgres.ts';
 import { canBind, createIsolatedOu, type IsolatedOu } from '../support/slapd.ts';
 
@@ -324,5 +324,28 @@ describe('PostgreSQL lost under load', () => {
     const token = (await ok(nodes[0], 'POST', 'auth/token/create', { policies: ['after'] })).auth.client_token;
     await ok(nodes[0], 'PUT', 'sys/policies/acl/after', { policy: 'path "sys/mounts" { capabilities = ["read"] }' });
     expect(await slowest(nodes, async (n) => (await n.request('GET', 'sys/mounts', { token })).status === 200)).toBeLessThan(BOUND_MS);
+  });
+});
+
+describe('stopping', () => {
+  it('"a stop signal during start-up ends the node at once with exit 0 (as PID 1 in a container Node has no default handler)"', { timeout: 30_000 }, async () => {
+    const db = await createDatabase(postgres);
+    closers.push(() => db.drop());
+    const key = randomBytes(32).toString('base64');
+    const first = await startNode(db.url, key);
+    await first.stop();
+    // As if the node that initialised the store were still at it: the next node waits up to 30 s for its mark.
+    const client = new pg.Client({ connectionString: db.url });
+    await client.connect();
+    expect((await client.query("DELETE FROM strongroom_kv WHERE key LIKE '%core/initialized'")).rowCount).toBe(1);
+    await client.end();
+    const { node } = await spawnNode(db.url, key);
+    closers.push(() => node.kill());
+    await timeUntil(async () => node.logs.some((l) => l.msg === 'waiting for the node that initialises the store to finish'));
+    const signalled = performance.now();
+    node.proc.kill('SIGTERM');
+    await node.stop();
+    expect(performance.now() - signalled).toBeLessThan(5000);
+    expect({ code: node.proc.exitCode, signal: node.proc.signalCode }).toEqual({ code: 0, signal: null });
   });
 });

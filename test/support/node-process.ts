@@ -33,6 +33,20 @@ export interface NodeProcess {
  * it answers. `env` adds or overrides settings.
  */
 export async function startNode(storage: string, unsealKey: string, env: Record<string, string> = {}): Promise<NodeProcess> {
+  const { node, exited } = await spawnNode(storage, unsealKey, env);
+  const until = performance.now() + 30_000;
+  while (!(await fetch(`${node.url}/v1/sys/health`).then(() => true, () => false))) {
+    if (node.proc.exitCode !== null || performance.now() > until) {
+      await node.kill();
+      throw new Error(`the node did not start (exit ${node.proc.exitCode}): ${exited.stderr().slice(-2000)}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  return node;
+}
+
+/** The same node process, returned as soon as it is spawned (a test of what it does while starting). */
+export async function spawnNode(storage: string, unsealKey: string, env: Record<string, string> = {}): Promise<{ node: NodeProcess; exited: { stderr(): string } }> {
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const proc = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', MAIN], {
@@ -73,13 +87,5 @@ export async function startNode(storage: string, unsealKey: string, env: Record<
       await exited;
     },
   };
-  const until = performance.now() + 30_000;
-  while (!(await fetch(`${url}/v1/sys/health`).then(() => true, () => false))) {
-    if (proc.exitCode !== null || performance.now() > until) {
-      await node.kill();
-      throw new Error(`the node did not start (exit ${proc.exitCode}): ${stderr.slice(-2000)}`);
-    }
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-  return node;
+  return { node, exited: { stderr: () => stderr } };
 }
