@@ -39,7 +39,7 @@ function rootApp(name: string): { root: SeededApp; passwords: () => string[] } {
   const root = seedApp(world.emu.state, { displayName: name, graphPermissions: ADMIN_GRAPH_PERMISSIONS, ownerOf: [world.tenant.subscriptionId] });
   const app = world.emu.state.applications.get(root.objectId)!;
   world.emu.state.addPassword(app, { displayName: 'ci-pipeline' });
-  return { root, passwords: () => app.passwordCredentials.map((p) => p.displayName) };
+  return { root, passwords: () => app.passwordCredentials.map((p) => p.displayName ?? '') };
 }
 const configFor = (root: SeededApp, extra: Record<string, unknown>) => ({ ...adminConfig(world), client_id: root.appId, client_secret: root.clientSecret, ...extra });
 const readBack = async (s: TestServer) => (await s.request('GET', 'cloud/config')).body.data;
