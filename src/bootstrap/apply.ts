@@ -16,7 +16,7 @@ import { createHmac, randomBytes } from 'node:crypto';
 import type { Core } from '../core/core.ts';
 import type { StorageView } from '../core/storage/view.ts';
 import { issueToken } from '../core/token-issue.ts';
-import { backendTypes } from '../engines.ts';
+import { registeredType } from './endpoints.ts';
 import { formatPath, type LoadedFile } from './load.ts';
 import { BUILTIN_POLICIES, BUILTIN_TYPES, declaredObjects, pruneScopes, type Declared, type PruneScope } from './plan.ts';
 import type { Body } from './schema.ts';
@@ -169,8 +169,7 @@ class Applier {
       return 'created';
     }
     const cls = table === 'sys/auth' ? 'auth' : 'secret';
-    const canonical = (t: string) => backendTypes.aliases?.[cls]?.[t] ?? t;
-    if (canonical(String(existing.type)) !== canonical(type)) {
+    if (registeredType(cls, String(existing.type)) !== registeredType(cls, type)) {
       throw new ApiFailure(`mounted with type "${existing.type}", not "${type}": a mount's type does not change in place (remove it, or prune mounts)`);
     }
     return 'unchanged';

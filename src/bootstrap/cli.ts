@@ -4,8 +4,9 @@
  * (file:line: path: message) when not, as the server itself exits on an invalid file at start.
  */
 import { loadSettings, SettingsError } from '../settings.ts';
-import { BootstrapInvalidError, loadBootstrapFile } from './load.ts';
+import { BootstrapInvalidError, loadBootstrapFile, type LoadOptions } from './load.ts';
 import { describeSpec } from './plan.ts';
+import { loadOptions } from './run.ts';
 
 const USAGE = 'usage: npm run bootstrap -- --check <file.yaml|file.json>';
 
@@ -16,17 +17,16 @@ function main(argv: string[]): number {
     process.stderr.write(`${USAGE}\n`);
     return 2;
   }
-  let allowTokenIds: boolean;
+  let options: LoadOptions;
   try {
-    const settings = loadSettings(process.env, []);
-    allowTokenIds = settings.STRONGROOM_DEV || settings.STRONGROOM_BOOTSTRAP_ALLOW_TOKEN_IDS;
+    options = loadOptions(loadSettings(process.env, []));
   } catch (err) {
     if (!(err instanceof SettingsError)) throw err;
     process.stderr.write(`strongroom: invalid settings: ${err.message}\n`);
     return 2;
   }
   try {
-    const { spec } = loadBootstrapFile(file, { allowTokenIds });
+    const { spec } = loadBootstrapFile(file, options);
     process.stdout.write(`${file}: valid (${describeSpec(spec)})\n`);
     return 0;
   } catch (err) {

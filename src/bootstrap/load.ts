@@ -5,8 +5,10 @@
  */
 import { isMap, isSeq, LineCounter, parseDocument, type Document, type Node } from 'yaml';
 import type { z } from 'zod';
+import type { AuditSettings } from '../core/audit/options.ts';
 import { parseDurationSecond } from '../core/durations.ts';
-import { AUTH_TYPE_KINDS, BOOTSTRAP_LIMITS, DURATION_KEY, ROLE_KINDS, SECRET_TYPE_KINDS, bootstrapSchema, salvage, type BootstrapFile } from './schema.ts';
+import { checkAuditDevices, checkBodies, suggestion } from './bodies.ts';
+import { AUTH_TYPE_KINDS, BOOTSTRAP_LIMITS, DURATION_KEY, ROLE_KINDS, SECRET_TYPE_KINDS, bootstrapSchema, keysAt, salvage, type BootstrapFile } from './schema.ts';
 import { ReferenceError, parseTemplate, processReferences, readBounded, renderTemplate, type ReferenceSource } from './references.ts';
 
 export type YamlPath = ReadonlyArray<string | number>;
@@ -36,6 +38,8 @@ export class BootstrapInvalidError extends Error {
 export interface LoadOptions {
   /** Tokens with fixed ids are declared only in dev mode or with STRONGROOM_BOOTSTRAP_ALLOW_TOKEN_IDS. */
   allowTokenIds: boolean;
+  /** What the server lets audit devices turn on (STRONGROOM_AUDIT_ALLOW_*); neither when not given. */
+  audit?: AuditSettings;
   references?: ReferenceSource;
 }
 
@@ -91,7 +95,10 @@ export function parseBootstrap(file: string, text: string, options: LoadOptions)
   if (!parsed.success) for (const issue of parsed.error.issues) addSchemaIssue(issue, raw, add);
   const spec = parsed.success ? parsed.data : salvage(raw);
   checkRules(spec, options, add);
+  checkBodies(spec, add);
   const resolved = resolveReferences(spec, options.references ?? processReferences, add);
+  const unresolved = (at: YamlPath) => issues.some((i) => i.path.startsWith(`${formatPath(at)}.`));
+  checkAuditDevices(resolved.audit, options.audit ?? { allowPrefix: false, allowRaw: false }, add, unresolved);
   if (issues.length) throw new BootstrapInvalidError(file, sortIssues(issues));
   return { spec: resolved, lineOf };
 }
@@ -104,7 +111,7 @@ function addSchemaIssue(issue: z.core.$ZodIssue, raw: unknown, add: (path: YamlP
   const path = issue.path as Array<string | number>;
   const given = path.reduce<unknown>((v, seg) => (v && typeof v === 'object' ? (v as Record<string, unknown>)[seg] : undefined), raw);
   if (issue.code === 'unrecognized_keys') {
-    for (const key of issue.keys) add([...path, key], `unknown key "${key}"`);
+    for (const key of issue.keys) add([...path, key], `unknown key "${key}"${suggestion(key, keysAt(path))}`);
     return;
   }
   // A union reports its members' failures; what the file needed is said once.

@@ -76,10 +76,11 @@ export function declaredObjects(spec: BootstrapFile): Declared[] {
       policies.push({ kind: 'object', name: path, at: ['policies', kind, i], path, body: { policy: p.policy } });
     });
   }
-  const audit: Declared[] = (spec.audit ?? []).map(({ path, ...body }, i) => ({ kind: 'audit', name: `sys/audit/${path}`, at: ['audit', i], path: `sys/audit/${path}`, body }));
-  const tokens: Declared[] = (spec.tokens ?? []).map((t, i) => ({
+  // flatMap skips the holes a file with invalid elements leaves in its lists (salvage, schema.ts); map keeps them.
+  const audit: Declared[] = (spec.audit ?? []).flatMap(({ path, ...body }, i) => [{ kind: 'audit', name: `sys/audit/${path}`, at: ['audit', i], path: `sys/audit/${path}`, body }]);
+  const tokens: Declared[] = (spec.tokens ?? []).flatMap((t, i) => [{
     kind: 'token', name: `tokens[${i}]${typeof t.display_name === 'string' ? ` (${t.display_name})` : ''}`, at: ['tokens', i], path: 'auth/token/create-orphan', body: t,
-  }));
+  }]);
   return [...mounts, ...policies, ...audit, ...configs, ...roles, ...tokens];
 }
 

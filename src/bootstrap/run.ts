@@ -11,7 +11,10 @@ import { BootstrapInvalidError, loadBootstrapFile, type LoadedFile, type LoadOpt
 export { BootstrapApplyError, BootstrapInvalidError };
 
 export function loadOptions(settings: Settings): LoadOptions {
-  return { allowTokenIds: settings.STRONGROOM_DEV || settings.STRONGROOM_BOOTSTRAP_ALLOW_TOKEN_IDS };
+  return {
+    allowTokenIds: settings.STRONGROOM_DEV || settings.STRONGROOM_BOOTSTRAP_ALLOW_TOKEN_IDS,
+    audit: { allowPrefix: settings.STRONGROOM_AUDIT_ALLOW_PREFIX, allowRaw: settings.STRONGROOM_AUDIT_ALLOW_RAW },
+  };
 }
 
 /** Applies a checked file and logs what it did: names and counts, never a value. */

@@ -128,6 +128,19 @@ export const bootstrapSchema = z.strictObject({
 });
 export type BootstrapFile = z.infer<typeof bootstrapSchema>;
 
+/** The keys the file's structure has at `path` (a map of it, or a list's element), for suggesting one a typo meant. */
+export function keysAt(path: ReadonlyArray<string | number>): string[] {
+  const unwrap = (s: z.ZodType): z.ZodType => (s instanceof z.ZodOptional ? unwrap(s.unwrap() as z.ZodType) : s);
+  let schema: z.ZodType | undefined = bootstrapSchema;
+  for (const seg of path) {
+    const s = unwrap(schema);
+    schema = s instanceof z.ZodArray ? s.element as z.ZodType : s instanceof z.ZodObject ? (s.shape as Record<string, z.ZodType>)[seg] : undefined;
+    if (!schema) return [];
+  }
+  const s = unwrap(schema);
+  return s instanceof z.ZodObject ? Object.keys(s.shape) : [];
+}
+
 /**
  * The parts of a file that are valid on their own, for the rules between objects to check while the schema's errors
  * are reported too. An invalid element leaves a hole at its index (skipped by forEach and map), so every later

@@ -130,14 +130,16 @@ describe('STRONGROOM_BOOTSTRAP at start', () => {
     expect((await staticCred(n)).password).toBe(before.password);
   });
 
-  it('"on SIGHUP an invalid file is logged and nothing changes": the server keeps serving', async () => {
+  it('"on SIGHUP an invalid file is logged and nothing changes" (a misspelt field, a missing variable, a bad duration): the server keeps serving', async () => {
     const n = await bootNode(writeSpec(spec(ou)), { token: randomBytes(12).toString('hex') });
     const broken = spec(ou, { rotationPeriod: 'soon' }) as Record<string, any>;
     broken.mounts[0].config.bindpass = '${NOT_SET_ANYWHERE}';
+    broken.mounts[0].config.bindpas = 'a typo';
     writeSpec(broken);
     const logged = await hangUp(n, 'bootstrap file is invalid: nothing was changed');
     expect(logged.errors).toEqual([
       expect.stringMatching(/:\d+: mounts\[0\]\.config\.bindpass: \$\{NOT_SET_ANYWHERE\}: the environment variable NOT_SET_ANYWHERE is not set$/),
+      expect.stringMatching(/:\d+: mounts\[0\]\.config\.bindpas: unknown field "bindpas" for ldap\/config; did you mean "bindpass"\?$/),
       expect.stringMatching(/:\d+: mounts\[0\]\.static_roles\[0\]\.rotation_period: .*"soon"/),
     ]);
     expect((await n.request('GET', 'ldap/static-role/app')).body.data.rotation_period).toBe(86400);
@@ -163,6 +165,7 @@ const INVALID = [
   '    type: ldap',
   '    colour: blue',
   '    tune: {default_lease_ttl: 1x}',
+  '    config: {url: "ldap://127.0.0.1", bindpas: x}',
   '    static_roles: [{name: app, username: u, rotation_period: 1h}, {name: APP, username: v}]',
   'tokens: [{id: fixed, policies: [ci]}]',
   '',
@@ -177,8 +180,9 @@ describe('an invalid file at start', () => {
     expect(lines).toEqual([
       '4: mounts[0].colour: unknown key "colour"',
       '5: mounts[0].tune.default_lease_ttl: unknown unit "x" in duration "1x"',
-      '6: mounts[0].static_roles[1].name: the same name as mounts[0].static_roles[0]',
-      '7: tokens[0].id: tokens with fixed ids are declared only in dev mode or with STRONGROOM_BOOTSTRAP_ALLOW_TOKEN_IDS=true',
+      '6: mounts[0].config.bindpas: unknown field "bindpas" for ldap/config; did you mean "bindpass"?',
+      '7: mounts[0].static_roles[1].name: the same name as mounts[0].static_roles[0]',
+      '8: tokens[0].id: tokens with fixed ids are declared only in dev mode or with STRONGROOM_BOOTSTRAP_ALLOW_TOKEN_IDS=true',
     ]);
     expect(r.stderr).not.toContain('    at ');
     expect(await import('node:fs').then((fs) => fs.existsSync(storeDir))).toBe(false);
@@ -191,7 +195,8 @@ describe('an invalid file at start', () => {
     expect(valid.stdout).toContain('valid (1 mounts, 0 auth methods, 1 policies, 0 audit devices, 1 configs, 3 roles, 1 tokens)');
     const invalid = await run([CLI, '--check', writeSpec(INVALID)], { STRONGROOM_DEV: '0' });
     expect(invalid.code).toBe(2);
-    expect(invalid.stderr.trim().split('\n')).toHaveLength(5);
+    expect(invalid.stderr.trim().split('\n')).toHaveLength(6);
+    expect(invalid.stderr).toContain('strongroom.yaml:6: mounts[0].config.bindpas: unknown field "bindpas" for ldap/config; did you mean "bindpass"?');
     // Without the token's variable the same file names what is missing.
     const missing = await run([CLI, '--check', join(dir, 'ok.yaml')], { STRONGROOM_DEV: '1' });
     expect(missing.code).toBe(2);

@@ -88,26 +88,26 @@ describe('the file\'s schema', () => {
 
 describe('references', () => {
   it('${VAR} and ${file:/path} resolve; a file\'s last newline is dropped; $${ is a literal', () => {
-    const { spec } = parseBootstrap('f.yaml', 'mounts:\n  - path: ldap\n    type: ldap\n    config: {bindpass: "${PASS}", other: "${file:/run/secrets/pass}", text: "a $${PASS} b-${PASS}"}\n', { allowTokenIds: false, references: source });
-    expect(spec.mounts![0].config).toEqual({ bindpass: SECRET, other: SECRET, text: `a \${PASS} b-${SECRET}` });
+    const { spec } = parseBootstrap('f.yaml', 'mounts:\n  - path: ldap\n    type: ldap\n    config: {bindpass: "${PASS}", binddn: "${file:/run/secrets/pass}", userdn: "a $${PASS} b-${PASS}"}\n', { allowTokenIds: false, references: source });
+    expect(spec.mounts![0].config).toEqual({ bindpass: SECRET, binddn: SECRET, userdn: `a \${PASS} b-${SECRET}` });
   });
 
   it('a resolved value is never resolved again (no loop, no second lookup)', () => {
-    const { spec } = parseBootstrap('f.yaml', 'mounts: [{path: ldap, type: ldap, config: {x: "${NESTED}"}}]\n', { allowTokenIds: false, references: source });
-    expect(spec.mounts![0].config).toEqual({ x: '${PASS}' });
+    const { spec } = parseBootstrap('f.yaml', 'mounts: [{path: ldap, type: ldap, config: {binddn: "${NESTED}"}}]\n', { allowTokenIds: false, references: source });
+    expect(spec.mounts![0].config).toEqual({ binddn: '${PASS}' });
   });
 
   it.each<[string, string]>([
-    ['${MISSING}', 'f.yaml:1: mounts[0].config.x: ${MISSING}: the environment variable MISSING is not set'],
-    ['${file:/run/secrets/none}', 'f.yaml:1: mounts[0].config.x: ${file:/run/secrets/none}: no such file'],
-    ['${file:relative/path}', 'f.yaml:1: mounts[0].config.x: ${file:relative/path}: a file reference needs an absolute path'],
-    ['${${PASS}}', 'f.yaml:1: mounts[0].config.x: a reference inside a reference: references are resolved once and never nested'],
-    ['${file:${PASS}}', 'f.yaml:1: mounts[0].config.x: a reference inside a reference: references are resolved once and never nested'],
-    ['${PASS', 'f.yaml:1: mounts[0].config.x: a "${" without its closing "}" (write "$${" for a literal "${")'],
-    ['${exec:rm -rf /}', 'f.yaml:1: mounts[0].config.x: ${exec:rm -rf /}: expected ${NAME} (an environment variable) or ${file:/absolute/path}'],
-    [`\${${'A'.repeat(BOOTSTRAP_LIMITS.referenceLength + 1)}}`, `f.yaml:1: mounts[0].config.x: a reference longer than the maximum of ${BOOTSTRAP_LIMITS.referenceLength} characters`],
+    ['${MISSING}', 'f.yaml:1: mounts[0].config.binddn: ${MISSING}: the environment variable MISSING is not set'],
+    ['${file:/run/secrets/none}', 'f.yaml:1: mounts[0].config.binddn: ${file:/run/secrets/none}: no such file'],
+    ['${file:relative/path}', 'f.yaml:1: mounts[0].config.binddn: ${file:relative/path}: a file reference needs an absolute path'],
+    ['${${PASS}}', 'f.yaml:1: mounts[0].config.binddn: a reference inside a reference: references are resolved once and never nested'],
+    ['${file:${PASS}}', 'f.yaml:1: mounts[0].config.binddn: a reference inside a reference: references are resolved once and never nested'],
+    ['${PASS', 'f.yaml:1: mounts[0].config.binddn: a "${" without its closing "}" (write "$${" for a literal "${")'],
+    ['${exec:rm -rf /}', 'f.yaml:1: mounts[0].config.binddn: ${exec:rm -rf /}: expected ${NAME} (an environment variable) or ${file:/absolute/path}'],
+    [`\${${'A'.repeat(BOOTSTRAP_LIMITS.referenceLength + 1)}}`, `f.yaml:1: mounts[0].config.binddn: a reference longer than the maximum of ${BOOTSTRAP_LIMITS.referenceLength} characters`],
   ])('%s is an error naming it, never its value', (value, expected) => {
-    const lines = errors(`mounts: [{path: ldap, type: ldap, config: {x: ${JSON.stringify(value)}}}]\n`);
+    const lines = errors(`mounts: [{path: ldap, type: ldap, config: {binddn: ${JSON.stringify(value)}}}]\n`);
     expect(lines).toEqual([expected]);
     expect(lines.join()).not.toContain(SECRET);
   });
@@ -116,14 +116,14 @@ describe('references', () => {
     expect(errors('policies:\n  acl: [{name: "${PASS}", policy: p}]\n')).toEqual([
       'f.yaml:2: policies.acl[0].name: expected letters, digits and "_", "-", ".", "@"',
     ]);
-    expect(errors('mounts: [{path: ldap, type: ldap, static_roles: [{name: a, path: "${PASS}"}]}]\n')).toEqual([
-      'f.yaml:1: mounts[0].static_roles[0].path: a name, path or type cannot be a reference (it is shown in reports and logs)',
+    expect(errors('tokens: [{id: t, type: "${PASS}"}]\n', true)).toEqual([
+      'f.yaml:1: tokens[0].type: a name, path or type cannot be a reference (it is shown in reports and logs)',
     ]);
   });
 
   it('"more than the maximum" references is said once', () => {
     const many = Array.from({ length: BOOTSTRAP_LIMITS.references + 5 }, () => '"${PASS}"').join(', ');
-    expect(errors(`mounts: [{path: ldap, type: ldap, config: {x: [${many}]}}]\n`)).toEqual([`f.yaml:1: mounts[0].config.x[${BOOTSTRAP_LIMITS.references}]: more than the maximum of ${BOOTSTRAP_LIMITS.references} references in the file`]);
+    expect(errors(`mounts: [{path: ldap, type: ldap, config: {certificate: [${many}]}}]\n`)).toEqual([`f.yaml:1: mounts[0].config.certificate[${BOOTSTRAP_LIMITS.references}]: more than the maximum of ${BOOTSTRAP_LIMITS.references} references in the file`]);
   });
 
   it('an oversized variable or file is refused without its value', () => {

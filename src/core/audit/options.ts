@@ -30,15 +30,20 @@ const DEFAULT_WRITE_TIMEOUT_S = 2;
 /** A blocked collector holds every request up to this long, so it is short. */
 const MAX_WRITE_TIMEOUT_S = 60;
 
+/** The options a device of `type` takes (its own, then the common ones), or undefined for a type there is none of. */
+export function deviceOptionNames(type: string): string[] | undefined {
+  return Object.hasOwn(BY_TYPE, type) ? [...BY_TYPE[type], ...COMMON] : undefined;
+}
+
 /** Checks a device's options and builds it (not yet opened); every problem is a 400 naming the option. */
 export function deviceConfig(type: string, options: Record<string, string>, settings: AuditSettings): DeviceConfig {
   if (type === 'syslog') {
     throw new BadRequestError('the syslog audit device is not available: use a socket device with the syslog daemon\'s TCP or UDP input as its address (docs/audit.md)');
   }
-  const own = BY_TYPE[type];
-  if (!own) throw new BadRequestError(`unknown audit device type "${type}" (file or socket)`);
-  const unknown = Object.keys(options).filter((k) => !COMMON.includes(k) && !own.includes(k));
-  if (unknown.length) throw new BadRequestError(`unknown ${type} audit device option${unknown.length > 1 ? 's' : ''} ${unknown.map((k) => `"${k}"`).join(', ')} (allowed: ${[...own, ...COMMON].join(', ')})`);
+  const allowed = deviceOptionNames(type);
+  if (!allowed) throw new BadRequestError(`unknown audit device type "${type}" (file or socket)`);
+  const unknown = Object.keys(options).filter((k) => !allowed.includes(k));
+  if (unknown.length) throw new BadRequestError(`unknown ${type} audit device option${unknown.length > 1 ? 's' : ''} ${unknown.map((k) => `"${k}"`).join(', ')} (allowed: ${allowed.join(', ')})`);
 
   const format = options.format ?? 'json';
   if (format !== 'json') throw invalid('format', 'only "json" is supported');
