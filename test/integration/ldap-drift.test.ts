@@ -78,15 +78,15 @@ describe('POST ldap/config verify_period: drift detection', () => {
     expect(await mark(s, 'static-role/alice')).toBeUndefined();
     await until(clock, async () => {
       expect(await mark(s, 'static-role/alice')).toBeDefined();
-      expect(await mark(s, 'library/team/svc0')).toBeDefined();
+      expect(await mark(s, 'library/svc0')).toBeDefined();
     });
-    expect(await mark(s, 'library/team/svc1')).toBeUndefined();
+    expect(await mark(s, 'library/svc1')).toBeUndefined();
     const role = (await s.request('GET', 'ldap/static-role/alice')).body.data;
     expect(role.drifted).toBe(true);
     expect(Date.parse(role.drift_detected_at)).toBeGreaterThanOrEqual(clock.now() - 2000);
     const failures = (await s.request('LIST', 'ldap/rotation-failures')).body.data;
     expect(failures.key_info.alice).toMatchObject({ kind: 'drift', attempts: 1 });
-    expect(failures.keys).toContain('library:team/svc0');
+    expect(failures.keys).toContain('library:svc0');
     expect(await metric(s, 'strongroom_ldap_drift_verifications_total', { target: 'static_role', result: 'drifted' })).toBe(1);
     expect(await metric(s, 'strongroom_ldap_drift_verifications_total', { target: 'library', result: 'drifted' })).toBe(1);
     // report: nothing is changed in the directory.
@@ -98,7 +98,7 @@ describe('POST ldap/config verify_period: drift detection', () => {
     await clock.advance(MINUTE - 1000);
     await until(clock, async () => {
       expect(await mark(s, 'static-role/alice')).toBeUndefined();
-      expect((await mark(s, 'library/team/svc0'))?.attempts).toBe(2);
+      expect((await mark(s, 'library/svc0'))?.attempts).toBe(2);
     });
     expect((await s.request('GET', 'ldap/static-role/alice')).body.data.drifted).toBe(false);
     expect(await metric(s, 'strongroom_ldap_drift_verifications_total', { target: 'static_role', result: 'verified' })).toBeGreaterThanOrEqual(1);
@@ -119,7 +119,7 @@ describe('POST ldap/config verify_period: drift detection', () => {
     expect(await canBind(facts.url, ou.users[0]!.dn, taken)).toBe(true);
     expect(await canBind(facts.url, ou.users[0]!.dn, 'reset-by-the-helpdesk-1')).toBe(false);
     expect(await mark(s, 'static-role/alice')).toBeUndefined();
-    expect(await mark(s, 'library/team/svc0')).toBeUndefined();
+    expect(await mark(s, 'library/svc0')).toBeUndefined();
     expect((await s.request('GET', 'ldap/static-role/alice')).body.data.drifted).toBe(false);
     expect(await metric(s, 'strongroom_ldap_drift_verifications_total', { target: 'static_role', result: 'drifted' })).toBe(1);
     // The library account was taken back without being lent: a check-out gets a password that binds.
@@ -139,7 +139,7 @@ describe('POST ldap/config verify_period: drift detection', () => {
       await until(clock, async () => expect(await metric(s, 'strongroom_ldap_drift_verifications_total', { target: 'static_role', result: 'error' })).toBe(1));
       await clock.advance(1000);
       expect(await mark(s, 'static-role/alice')).toBeUndefined();
-      expect(await mark(s, 'library/team/svc0')).toBeUndefined();
+      expect(await mark(s, 'library/svc0')).toBeUndefined();
       expect(await metric(s, 'strongroom_ldap_drift_verifications_total', { target: 'static_role', result: 'drifted' })).toBe(0);
       expect(await metric(s, 'strongroom_ldap_drift_takebacks_total', { target: 'static_role', result: 'success' })).toBe(0);
       expect((await cred(s, 'alice')).password).toBe(held);

@@ -5,7 +5,7 @@
  * account (its commit deletes the mark in the same transaction) or a verification that binds again.
  *
  * `drift/<target>`, where target is the rotation target of rotation.ts (`static-role/<name>`,
- * `library/<set>/<account>`), so one account has at most one mark.
+ * `library/<account>`, accountWalTarget), so one account has at most one mark.
  */
 import { z } from 'zod';
 import type { StorageOp } from '../../core/storage/types.ts';

@@ -22,7 +22,7 @@ import type { PreparedWrite } from '../../core/storage/view.ts';
 import { LDAP_DRIFT_TAKEBACKS, LDAP_DRIFT_VERIFICATIONS, type DriftTarget } from '../../telemetry/families.ts';
 import { readConfig, type LdapConfig, type LdapEngine, type LdapEnginePart } from './config.ts';
 import { clearDriftOp, markDriftOp, readDriftMark } from './drift-marks.ts';
-import { accountWalTarget, libraryDriftTarget, retakeAvailableAccount } from './library-checkout.ts';
+import { accountWalTarget, retakeAvailableAccount } from './library-checkout.ts';
 import { allLibrarySetNames, readAccount, readLibrarySet, unchangedAccount } from './library-store.ts';
 import { walKey } from './rotation.ts';
 import { listStaticRoleNames, readStaticRole, rotateStaticRole, staticRoleKey, staticRoleTarget } from './static-roles.ts';
@@ -65,13 +65,13 @@ async function candidates(engine: LdapEngine): Promise<Candidate[]> {
   for (const set of await allLibrarySetNames(storage)) {
     for (const account of (await readLibrarySet(storage, set))?.service_account_names ?? []) {
       out.push({
-        kind: 'library', target: libraryDriftTarget(set, account), name: `${set}/${account}`,
+        kind: 'library', target: accountWalTarget(account), name: `${set}/${account}`,
         read: async () => {
           const snapshot = await readAccount(storage, account);
           if (snapshot?.state.state !== 'available' || !snapshot.state.password) return undefined;
           return { dn: snapshot.state.dn, password: snapshot.state.password, guards: [unchangedAccount(account, snapshot), { key: walKey(accountWalTarget(account)), expected: undefined }] };
         },
-        takeBack: async (fence) => void (await retakeAvailableAccount(engine, set, account, fence)),
+        takeBack: async (fence) => void (await retakeAvailableAccount(engine, account, fence)),
       });
     }
   }

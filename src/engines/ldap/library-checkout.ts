@@ -30,7 +30,7 @@ type Engine = Pick<LdapEngine, 'ctx' | 'storage' | 'clock' | 'connections' | 'lo
 /** Set names are lower-cased on every path, as in Vault. */
 export const setName = (req: Pick<BackendRequest, 'params'>): string => req.params.name!.toLowerCase();
 
-/** The WAL target of an account's password (one per account, whichever set it is in). */
+/** The WAL target of an account's password (one per account, whichever set it is in), and its drift mark's. */
 export const accountWalTarget = (account: string): string => `library/${accountSegment(account)}`;
 
 /**
@@ -47,9 +47,6 @@ export function isBorrower(borrower: Borrower, caller: CallerInfo | undefined): 
   return (borrower.entity_id !== '' && borrower.entity_id === caller.entityId) || (borrower.accessor !== '' && borrower.accessor === caller.accessor);
 }
 
-/** The drift mark of a set's account (drift-marks.ts): one per account, which is in one set at a time. */
-export const libraryDriftTarget = (set: string, account: string): string => `library/${set}/${accountSegment(account)}`;
-
 /** A new member: its password is set now, so the service is the only holder (Vault's initial check-in). */
 export async function enrollAccount(engine: Engine, name: string, dn: string): Promise<void> {
   await setAvailablePassword(engine, name, dn);
@@ -60,12 +57,12 @@ export async function enrollAccount(engine: Engine, name: string, dn: string): P
  * read, so a check-out meanwhile is not overwritten (its borrower then holds the drifted password, which the check-in
  * replaces, as it replaces the WAL's). The commit clears the account's drift mark. False when it was not available.
  */
-export async function retakeAvailableAccount(engine: Engine, set: string, name: string, fence?: PreparedWrite): Promise<boolean> {
+export async function retakeAvailableAccount(engine: Engine, name: string, fence?: PreparedWrite): Promise<boolean> {
   return engine.locks.run(ACCOUNT_PREFIX + accountSegment(name), async () => {
     const snapshot = await readAccount(engine.storage, name);
     if (snapshot?.state.state !== 'available') return false;
     return setAvailablePassword(engine, name, snapshot.state.dn, {
-      also: [clearDriftOp(libraryDriftTarget(set, name))], conditions: [unchangedAccount(name, snapshot)], fence,
+      also: [clearDriftOp(accountWalTarget(name))], conditions: [unchangedAccount(name, snapshot)], fence,
     });
   });
 }
@@ -102,7 +99,7 @@ export async function checkInAccount(engine: Engine, name: string, accept: (acco
       prepare: claim && [claim.op],
       prepareConditions: claim && [unchangedAccount(name, snapshot)],
       // A password the server just set is the directory's: a drift mark from before the loan is stale.
-      commit: (password, dn) => [putAccountOp({ state: 'available', name, dn, password }), clearDriftOp(libraryDriftTarget(account.borrower.set, name))],
+      commit: (password, dn) => [putAccountOp({ state: 'available', name, dn, password }), clearDriftOp(accountWalTarget(name))],
       // Only our claim becomes available: never overwrite a state another server wrote.
       commitConditions: [unchangedAccount(name, claim?.claimed ?? snapshot)],
       // The borrower's lease ends in the same transaction, so no lease outlives its loan.

@@ -8,7 +8,7 @@ import { definePath, type BackendRequest, lowerName } from '../../core/framework
 import { refuseBindAccount, type AccountIdentity, type AccountOwner } from './accounts.ts';
 import type { LdapEngine, LdapEnginePart } from './config.ts';
 import { clearDriftOp } from './drift-marks.ts';
-import { enrollAccount, libraryCheckoutPart, libraryDriftTarget, setName } from './library-checkout.ts';
+import { accountWalTarget, enrollAccount, libraryCheckoutPart, setName } from './library-checkout.ts';
 import {
   SET_NAME, allLibrarySetNames, deleteAccountOp, deleteLibrarySetOp, listLibrarySets, putLibrarySetOp, readAccount,
   readLibrarySet, unchangedAccount, type AccountSnapshot, type LibrarySet,
@@ -103,7 +103,7 @@ export function libraryPart(engine: LdapEngine): LdapEnginePart {
         for (const account of found) await enrollAccount(engine, account.name, account.dn);
         // The guards fail if a removed member was checked out after we looked.
         const stored = await storage.transaction(
-          [putLibrarySetOp(name, next), ...removing.flatMap(([n]) => [deleteAccountOp(n), clearDriftOp(libraryDriftTarget(name, n))])],
+          [putLibrarySetOp(name, next), ...removing.flatMap(([n]) => [deleteAccountOp(n), clearDriftOp(accountWalTarget(n))])],
           removing.map(([n, s]) => unchangedAccount(n, s)),
         );
         if (!stored) throw new ConflictError('a service account being removed was checked out meanwhile; retry the request');
@@ -147,7 +147,7 @@ export function libraryPart(engine: LdapEngine): LdapEnginePart {
               if (!set) return;
               const members = await availableSnapshots(name, set.service_account_names);
               const deleted = await storage.transaction(
-                [deleteLibrarySetOp(name), ...members.flatMap(([n]) => [deleteAccountOp(n), clearDriftOp(libraryDriftTarget(name, n))])],
+                [deleteLibrarySetOp(name), ...members.flatMap(([n]) => [deleteAccountOp(n), clearDriftOp(accountWalTarget(n))])],
                 members.map(([n, s]) => unchangedAccount(n, s)),
               );
               if (!deleted) throw new ConflictError('a service account of the set was checked out meanwhile; retry the request');
