@@ -136,10 +136,10 @@ export const roleSchedule = (role: StaticRole) => scheduleOf(storedScheduleField
  * An unfinished change with no failure recorded (the server stopped mid-rotation) finishes as soon as a leader finds
  * it, and so does one whose password the directory already took (password_unrecorded; retried on the backoff by the
  * node that failed): neither sets a new password, they record the one the directory may have, so neither waits for
- * a window or needs automation. Everything else follows
- * whenToRun from the stored due time, a failing role no earlier than its backoff allows: so a restart or a new leader
- * neither runs a rotation early nor skips one that came due meanwhile, and a retry never starts outside the window
- * of its occurrence (it waits for the next occurrence instead, still failing).
+ * a window or needs automation. Everything else follows whenToRun from the stored due time, a failing role no
+ * earlier than its backoff allows: so a restart or a new leader neither runs a rotation early nor skips one that came
+ * due meanwhile, and a retry never starts outside the window of its occurrence (it waits for the next occurrence
+ * instead, still failing).
  */
 export function plannedRotation(role: StaticRole, now: number, walPending = false): { runAt: number; dueMs: number } | undefined {
   if (walPending && (role.failed_attempts === 0 || role.password_unrecorded)) return { runAt: now, dueMs: role.due_at };
@@ -192,6 +192,8 @@ export async function rotateStaticRole(engine: LdapEngine, name: string, { sched
       dueMs = plan.dueMs;
     }
     let searchedDn: string | undefined;
+    // Set once the directory took the new password: a failure after that only failed to record it.
+    let applied = false;
     try {
       let rotated: StaticRole = role;
       const changed = await changePasswordWithWal(engine, {
@@ -205,6 +207,7 @@ export async function rotateStaticRole(engine: LdapEngine, name: string, { sched
           searchedDn = dn;
         },
         commit: (password, dn) => {
+          applied = true;
           rotated = { ...rotatedRecord(role, password, engine.clock.now()), resolved_dn: role.dn ? role.resolved_dn : dn };
           return [putStaticRoleOp(rotated), clearDriftOp(staticRoleTarget(name))];
         },
@@ -229,7 +232,7 @@ export async function rotateStaticRole(engine: LdapEngine, name: string, { sched
         reschedule(engine, now);
         return now;
       }
-      await recordFailure(engine, role, err, dueMs);
+      await recordFailure(engine, role, err, { dueMs, applied });
       throw err;
     }
   });
@@ -252,8 +255,14 @@ function rotatedRecord(role: StaticRole, password: string, at: number): StaticRo
   };
 }
 
-/** The role after a failed attempt at `now` that belonged to the occurrence at `dueMs`. */
-function failedRecord(engine: LdapEngine, role: StaticRole, err: unknown, now: number, dueMs: number): StaticRole {
+/** How an attempt failed: the occurrence it belonged to, and whether the directory had taken its password. */
+interface FailedAttempt {
+  dueMs: number;
+  applied: boolean;
+}
+
+/** The role after a failed attempt at `now`. */
+function failedRecord(engine: LdapEngine, role: StaticRole, err: unknown, now: number, { dueMs, applied }: FailedAttempt): StaticRole {
   const attempts = role.failed_attempts + 1;
   return {
     ...role,
@@ -264,18 +273,17 @@ function failedRecord(engine: LdapEngine, role: StaticRole, err: unknown, now: n
     failed_attempts: attempts,
     next_rotation: now + retryDelayMs(attempts, engine.options.retryBaseMs, engine.options.retryMaxMs),
     due_at: dueMs,
-    // Thrown after the directory took the write-ahead password (recording it failed, or lost a race).
-    password_unrecorded: err instanceof UnrecordedPasswordError || err instanceof ConflictError,
+    password_unrecorded: applied,
   };
 }
 
 /** Records a failed attempt on the role (as stored now; `read` if storage fails too) and plans its retry. */
-async function recordFailure(engine: LdapEngine, read: StaticRole, err: unknown, dueMs: number): Promise<void> {
+async function recordFailure(engine: LdapEngine, read: StaticRole, err: unknown, attempt: FailedAttempt): Promise<void> {
   engine.ctx.metrics.counter(LDAP_STATIC_ROTATIONS).inc({ result: 'failure' });
   const now = engine.clock.now();
-  let failed = failedRecord(engine, read, err, now, dueMs);
+  let failed = failedRecord(engine, read, err, now, attempt);
   try {
-    const stored = await editStaticRole(engine.storage, read.name, (role) => failedRecord(engine, role, err, now, dueMs));
+    const stored = await editStaticRole(engine.storage, read.name, (role) => failedRecord(engine, role, err, now, attempt));
     // A role deleted meanwhile stops here: nothing retries it.
     if (!stored) return engine.scheduler.unschedule(read.name);
     failed = stored;
@@ -383,6 +391,8 @@ async function createRole(engine: LdapEngine, name: string, req: RoleRequest): P
     return;
   }
 
+  // Set once the directory took the new password (see rotateStaticRole).
+  let applied = false;
   try {
     await changePasswordWithWal(engine, {
       target: staticRoleTarget(name),
@@ -390,7 +400,10 @@ async function createRole(engine: LdapEngine, name: string, req: RoleRequest): P
       passwordPolicy: passwordPolicy || undefined,
       // The role is stored with the WAL, so a crash from here on leaves both and start-up finishes the import.
       prepare: [putStaticRoleOp(role)],
-      commit: (password) => [putStaticRoleOp(rotatedRecord(role, password, engine.clock.now())), clearDriftOp(staticRoleTarget(name))],
+      commit: (password) => {
+        applied = true;
+        return [putStaticRoleOp(rotatedRecord(role, password, engine.clock.now())), clearDriftOp(staticRoleTarget(name))];
+      },
     });
     engine.ctx.metrics.counter(LDAP_STATIC_ROTATIONS).inc({ result: 'success' });
     reschedule(engine, (await readStaticRole(engine.storage, name))!);
@@ -399,7 +412,7 @@ async function createRole(engine: LdapEngine, name: string, req: RoleRequest): P
     const unknownOutcome = err instanceof UnrecordedPasswordError || (err instanceof LdapProviderError && err.kind === 'connection');
     if (unknownOutcome && (await readStaticRole(engine.storage, name).catch(() => undefined))) {
       // The import is an occurrence of its own: its retries keep to the window that starts at the creation.
-      await recordFailure(engine, role, err, now);
+      await recordFailure(engine, role, err, { dueMs: now, applied });
       throw err;
     }
     // The directory refused (or was never reached): nothing changed there, so undo everything here.
