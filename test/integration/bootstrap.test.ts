@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -185,7 +185,7 @@ describe('an invalid file at start', () => {
       '8: tokens[0].id: tokens with fixed ids are declared only in dev mode or with STRONGROOM_BOOTSTRAP_ALLOW_TOKEN_IDS=true',
     ]);
     expect(r.stderr).not.toContain('    at ');
-    expect(await import('node:fs').then((fs) => fs.existsSync(storeDir))).toBe(false);
+    expect(existsSync(storeDir)).toBe(false);
   });
 
   it('"npm run bootstrap -- --check" validates offline: 0 for a valid file, 2 with the same list for an invalid one', async () => {
@@ -201,6 +201,34 @@ describe('an invalid file at start', () => {
     const missing = await run([CLI, '--check', join(dir, 'ok.yaml')], { STRONGROOM_DEV: '1' });
     expect(missing.code).toBe(2);
     expect(missing.stderr).toMatch(/ok\.yaml:\d+: tokens\[0\]\.id: \$\{CI_TOKEN\}: the environment variable CI_TOKEN is not set/);
+  });
+});
+
+describe('tokens with fixed ids at start', () => {
+  const tokenFile = () => writeSpec({ policies: { acl: [{ name: 'ci', policy: 'path "ldap/creds/*" { capabilities = ["read"] }' }] }, tokens: [{ id: '${CI_TOKEN}', policies: ['ci'], ttl: '1h', display_name: 'ci' }] });
+  const outsideDev = () => ({ STRONGROOM_DEV: '0', STRONGROOM_STORAGE: `sqlite:${join(dir, 'data', 'db')}`, STRONGROOM_UNSEAL_KEY: randomBytes(32).toString('base64') });
+
+  it('"fixed ids: dev mode only": outside it the server exits with code 2 and the error listed, before the store is opened', async () => {
+    const token = randomBytes(12).toString('hex');
+    const r = await run([MAIN], { STRONGROOM_BOOTSTRAP: tokenFile(), CI_TOKEN: token, STRONGROOM_ADDR: '127.0.0.1:0', ...outsideDev() });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/strongroom\.yaml:\d+: tokens\[0\]\.id: tokens with fixed ids are declared only in dev mode or with STRONGROOM_BOOTSTRAP_ALLOW_TOKEN_IDS=true\n/);
+    expect(r.stderr + r.stdout).not.toContain(token);
+    expect(existsSync(join(dir, 'data'))).toBe(false);
+  });
+
+  it('"or allowed by a setting": STRONGROOM_BOOTSTRAP_ALLOW_TOKEN_IDS=true outside dev mode creates the token, whose id is never logged', async () => {
+    const token = randomBytes(12).toString('hex');
+    mkdirSync(join(dir, 'data'));
+    const n = await startNode(outsideDev().STRONGROOM_STORAGE, randomBytes(32).toString('base64'), {
+      STRONGROOM_BOOTSTRAP: tokenFile(), CI_TOKEN: token, STRONGROOM_DEV: '0', STRONGROOM_DEV_ROOT_TOKEN: '', STRONGROOM_BOOTSTRAP_ALLOW_TOKEN_IDS: 'true',
+    });
+    nodes.push(n);
+    expect(reports(n)[0].created.sort()).toEqual(['sys/policies/acl/ci', 'tokens[0] (ci)']);
+    const self = await n.request('GET', 'auth/token/lookup-self', { token });
+    expect(self.status).toBe(200);
+    expect(self.body.data).toMatchObject({ display_name: 'token-ci', policies: ['ci', 'default'], orphan: true });
+    expect(JSON.stringify(n.logs)).not.toContain(token);
   });
 });
 
