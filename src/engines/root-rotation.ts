@@ -16,6 +16,7 @@ import { BadRequestError, StrongroomError } from '../core/errors.ts';
 import { field } from '../core/fields.ts';
 import { MAX_SCHEDULE_LENGTH, ScheduleError, nextDue, resolveSchedule, retryDelayMs, scheduleOf, whenToRun, type RotationSchedule, type ScheduleFields } from '../lib/rotation-schedule.ts';
 import { ROOT_ROTATIONS_SCHEDULED, type MountMetrics } from '../telemetry/families.ts';
+import { LeaderTimer } from './leader-timer.ts';
 
 /** An own credential rotated more often than this would mostly be rotating; it also keeps a typo (60 for 60d) harmless. */
 export const MIN_ROOT_ROTATION_PERIOD = 60;
@@ -160,81 +161,33 @@ export interface RootRotationJob {
  */
 const MIN_RUN_GAP_MS = 5_000;
 
-/**
- * The leader's timer for one engine's own credential: armed at the plan's time, re-armed after each run and whenever
- * the config may have changed (`refresh`). Only between start() and stop().
- */
-export class RootRotationTimer {
-  readonly #job: RootRotationJob;
-  #leading = false;
-  #notBefore = 0;
-  #cancel: (() => void) | undefined;
-  #armedAt: number | undefined;
-  #running: Promise<void> | undefined;
-
-  constructor(job: RootRotationJob) {
-    this.#job = job;
-  }
-
-  start(): Promise<void> {
-    this.#leading = true;
-    return this.refresh();
-  }
-
-  stop(): void {
-    this.#leading = false;
-    this.#disarm();
-  }
-
-  /** Resolves when a running rotation has finished (step-down, shutdown). */
-  async idle(): Promise<void> {
-    await this.#running;
-  }
-
-  /** Reads the schedule again and arms for it; a no-op off the leader or while a rotation runs (it re-arms after). */
-  async refresh(): Promise<void> {
-    if (!this.#leading || this.#running) return;
-    const state = await this.#job.read();
-    if (!this.#leading || this.#running) return;
-    const plan = state && rootRotationPlan(state, this.#job.clock.now());
-    const runAt = plan && Math.max(plan.runAt, this.#notBefore);
-    if (runAt === this.#armedAt) return;
-    this.#disarm();
-    if (runAt === undefined) return;
-    this.#armedAt = runAt;
-    this.#cancel = this.#job.clock.setTimer(runAt - this.#job.clock.now(), () => {
-      this.#cancel = undefined;
-      this.#armedAt = undefined;
-      this.#running = this.#run().finally(() => (this.#running = undefined));
-      void this.#running.then(() => this.refresh()).catch((err: unknown) => this.#warn(err, 'reading the root rotation schedule failed'));
-    });
-  }
-
-  #disarm(): void {
-    this.#cancel?.();
-    this.#cancel = undefined;
-    this.#armedAt = undefined;
-  }
-
-  async #run(): Promise<void> {
-    const job = this.#job;
-    try {
-      if (await job.rotate()) {
-        job.metrics.counter(ROOT_ROTATIONS_SCHEDULED).inc({ result: 'success' });
-        job.logger.info('automated root rotation done');
+/** The leader's timer for one engine's own credential: armed at the plan's time, re-armed after each run. */
+export function rootRotationTimer(job: RootRotationJob): LeaderTimer {
+  let notBefore = 0;
+  const warn = (err: unknown, what: string) => job.logger.warn({ err: { message: (err as Error)?.message } }, what);
+  return new LeaderTimer({
+    clock: job.clock,
+    async next() {
+      const state = await job.read();
+      const plan = state && rootRotationPlan(state, job.clock.now());
+      return plan && Math.max(plan.runAt, notBefore);
+    },
+    async run() {
+      try {
+        if (await job.rotate()) {
+          job.metrics.counter(ROOT_ROTATIONS_SCHEDULED).inc({ result: 'success' });
+          job.logger.info('automated root rotation done');
+        }
+      } catch (err) {
+        job.metrics.counter(ROOT_ROTATIONS_SCHEDULED).inc({ result: 'failure' });
+        // Provider errors are scrubbed of the credentials they used; anything else is not shown.
+        const message = err instanceof StrongroomError ? err.message : 'internal error';
+        job.logger.warn({ error: message }, 'automated root rotation failed; it is retried with backoff inside its window');
+        await job.recordFailure(message).catch((e: unknown) => warn(e, 'recording a failed root rotation failed'));
+      } finally {
+        notBefore = job.clock.now() + MIN_RUN_GAP_MS;
       }
-    } catch (err) {
-      job.metrics.counter(ROOT_ROTATIONS_SCHEDULED).inc({ result: 'failure' });
-      // Provider errors are scrubbed of the credentials they used; anything else is not shown.
-      const message = err instanceof StrongroomError ? err.message : 'internal error';
-      job.logger.warn({ error: message }, 'automated root rotation failed; it is retried with backoff inside its window');
-      await job.recordFailure(message).catch((e: unknown) => this.#warn(e, 'recording a failed root rotation failed'));
-    } finally {
-      this.#notBefore = job.clock.now() + MIN_RUN_GAP_MS;
-    }
-  }
-
-  #warn(err: unknown, what: string): void {
-    this.#job.logger.warn({ err: { message: (err as Error)?.message } }, what);
-  }
+    },
+    onError: (err) => warn(err, 'reading the root rotation schedule failed'),
+  });
 }

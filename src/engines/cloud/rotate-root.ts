@@ -19,7 +19,8 @@ import { scopeFor } from '../../providers/azure/environments.ts';
 import { withRetry, type RetryOptions } from '../../providers/azure/retry.ts';
 import { CONFIG_KEY, effectiveConfig, overriddenFields, readConfig, writeConfig, writeConfigGuarded, type CloudConfig, type PendingRoot } from './config.ts';
 import type { CloudEngine } from './engine.ts';
-import { DEFAULT_ROOT_BACKOFF, RootRotationTimer, failedState, rootRotationPlan, rotatedState, type RetryBackoff } from '../root-rotation.ts';
+import { DEFAULT_ROOT_BACKOFF, failedState, rootRotationPlan, rootRotationTimer, rotatedState, type RetryBackoff } from '../root-rotation.ts';
+import type { LeaderTimer } from '../leader-timer.ts';
 import { ROTATE_ROOT, counted, type MountMetrics } from '../../telemetry/families.ts';
 
 /** Entra answers "invalid client secret" until a new password has reached every replica. */
@@ -39,13 +40,13 @@ const scheduledState = (c: CloudConfig | undefined): CloudConfig | undefined => 
 export class RootRotation {
   readonly #engine: CloudEngine;
   readonly #opts: RotateRootOptions;
-  readonly #timer: RootRotationTimer;
+  readonly #timer: LeaderTimer;
   #cancelRetry: (() => void) | undefined;
 
   constructor(engine: CloudEngine, metrics: MountMetrics, opts: RotateRootOptions = {}) {
     this.#engine = engine;
     this.#opts = opts;
-    this.#timer = new RootRotationTimer({
+    this.#timer = rootRotationTimer({
       clock: engine.clock,
       logger: engine.logger,
       metrics,
@@ -137,8 +138,7 @@ export class RootRotation {
   async stop(): Promise<void> {
     this.#cancelRetry?.();
     this.#cancelRetry = undefined;
-    this.#timer.stop();
-    await this.#timer.idle();
+    await this.#timer.stop();
   }
 
   /** Records a failed automated rotation over the config as read, fenced; a config written meanwhile is not undone. */
@@ -181,7 +181,7 @@ export class RootRotation {
     });
     e.invalidate();
     // The next automated rotation counts from this one (a no-op off the leader, or inside the timer's own run).
-    void this.#timer.refresh().catch((err: unknown) => e.logger.warn({ err: (err as Error).message }, 'reading the root rotation schedule failed'));
+    void this.#timer.refresh();
     return [];
   }
 

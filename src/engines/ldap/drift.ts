@@ -19,6 +19,7 @@
  */
 import { StrongroomError } from '../../core/errors.ts';
 import type { PreparedWrite } from '../../core/storage/view.ts';
+import { LeaderTimer } from '../leader-timer.ts';
 import { LDAP_DRIFT_TAKEBACKS, LDAP_DRIFT_VERIFICATIONS, type DriftTarget } from '../../telemetry/families.ts';
 import { readConfig, type LdapConfig, type LdapEngine, type LdapEnginePart } from './config.ts';
 import { clearDriftOp, markDriftOp, readDriftMark } from './drift-marks.ts';
@@ -84,56 +85,42 @@ async function candidates(engine: LdapEngine): Promise<Candidate[]> {
  */
 class DriftVerifier {
   readonly #engine: LdapEngine;
+  readonly #timer: LeaderTimer;
   #leading = false;
   #lastStart = 0;
-  #armedAt: number | undefined;
-  #cancel: (() => void) | undefined;
-  #round: Promise<void> | undefined;
   /** Ends the pause between two binds at once (step-down). */
   #wake: (() => void) | undefined;
 
   constructor(engine: LdapEngine) {
     this.#engine = engine;
+    this.#timer = new LeaderTimer({
+      clock: engine.clock,
+      next: async () => {
+        const period = (await readConfig(engine.storage))?.verify_period ?? 0;
+        return period > 0 ? this.#lastStart + period * 1000 : undefined;
+      },
+      run: () => {
+        this.#lastStart = engine.clock.now();
+        return this.#verifyAll();
+      },
+      onError: (err) => engine.ctx.logger.warn({ err: { message: (err as Error)?.message } }, 'drift verification round failed'),
+    });
   }
 
-  async start(): Promise<void> {
+  start(): Promise<void> {
     this.#leading = true;
     this.#lastStart = this.#engine.clock.now();
-    await this.refresh();
+    return this.#timer.start();
   }
 
   async stop(): Promise<void> {
     this.#leading = false;
-    this.#disarm();
     this.#wake?.();
-    await this.#round;
+    await this.#timer.stop();
   }
 
-  async refresh(): Promise<void> {
-    if (!this.#leading || this.#round) return;
-    const period = (await readConfig(this.#engine.storage))?.verify_period ?? 0;
-    if (!this.#leading || this.#round) return;
-    const at = period > 0 ? this.#lastStart + period * 1000 : undefined;
-    if (at === this.#armedAt) return;
-    this.#disarm();
-    if (at === undefined) return;
-    const { clock, ctx } = this.#engine;
-    this.#armedAt = at;
-    this.#cancel = clock.setTimer(at - clock.now(), () => {
-      this.#cancel = undefined;
-      this.#armedAt = undefined;
-      this.#lastStart = clock.now();
-      this.#round = this.#verifyAll()
-        .catch((err: unknown) => ctx.logger.warn({ err: { message: (err as Error)?.message } }, 'drift verification round failed'))
-        .finally(() => (this.#round = undefined));
-      void this.#round.then(() => this.refresh()).catch(() => undefined);
-    });
-  }
-
-  #disarm(): void {
-    this.#cancel?.();
-    this.#cancel = undefined;
-    this.#armedAt = undefined;
+  refresh(): Promise<void> {
+    return this.#timer.refresh();
   }
 
   async #verifyAll(): Promise<void> {
@@ -204,8 +191,9 @@ class DriftVerifier {
     }
   }
 
-  /** Waits on the engine's clock; step-down ends the wait at once. */
+  /** Waits on the engine's clock; step-down ends the wait at once (or skips it, when it came during a bind). */
   #pause(ms: number): Promise<void> {
+    if (!this.#leading) return Promise.resolve();
     return new Promise<void>((resolve) => {
       const cancel = this.#engine.clock.setTimer(ms, () => resolve());
       this.#wake = () => {

@@ -11,7 +11,7 @@
 import { definePath } from '../../core/framework.ts';
 import { CONFIG_KEY, ROOT_GRACE_MS, putConfigOp, readConfig, type LdapEngine, type LdapEnginePart } from './config.ts';
 import { changePasswordWithWal, readWal } from './rotation.ts';
-import { RootRotationTimer, failedState, rootRotationPlan, rotatedState } from '../root-rotation.ts';
+import { failedState, rootRotationPlan, rootRotationTimer, rotatedState } from '../root-rotation.ts';
 import { ROTATE_ROOT, counted } from '../../telemetry/families.ts';
 
 export const ROOT_TARGET = 'root';
@@ -80,7 +80,7 @@ export async function eraseExpiredPrevious(engine: LdapEngine): Promise<void> {
 }
 
 export function rotateRootPart(engine: LdapEngine): LdapEnginePart {
-  const timer = new RootRotationTimer({
+  const timer = rootRotationTimer({
     clock: engine.clock,
     logger: engine.ctx.logger,
     metrics: engine.ctx.metrics,
@@ -117,9 +117,6 @@ export function rotateRootPart(engine: LdapEngine): LdapEnginePart {
       }
       await timer.start();
     },
-    async stepDown() {
-      timer.stop();
-      await timer.idle();
-    },
+    stepDown: () => timer.stop(),
   };
 }
