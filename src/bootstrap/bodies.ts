@@ -9,6 +9,7 @@
  */
 import { deviceConfig, deviceOptionNames, type AuditSettings } from '../core/audit/options.ts';
 import { BadRequestError } from '../core/errors.ts';
+import { validateFields } from '../core/fields.ts';
 import { BUILTIN_MOUNTS, endpointAt, registeredType, typeNames, type MountRef } from './endpoints.ts';
 import type { YamlPath } from './load.ts';
 import { declaredObjects } from './plan.ts';
@@ -16,8 +17,12 @@ import { AUTH_TYPE_KINDS, SECRET_TYPE_KINDS, type AuditDevice, type BootstrapFil
 
 type Add = (path: YamlPath, message: string) => void;
 
-/** Unknown mount types and every body key its endpoint does not accept. */
-export function checkBodies(spec: BootstrapFile, add: Add): void {
+/**
+ * Unknown mount types, every body key its endpoint does not accept, and every value its field refuses (as the server
+ * decodes it, once references resolve). A value something else already reported (`reported`) is not judged again;
+ * one that came from a reference (`fromReference`) is refused without the field's message, which may quote it.
+ */
+export function checkBodies(spec: BootstrapFile, add: Add, reported: (at: YamlPath) => boolean, fromReference: (at: YamlPath) => boolean): void {
   const mounts = new Map<string, MountRef | undefined>(Object.entries(BUILTIN_MOUNTS));
   for (const [cls, list] of [['secret', spec.mounts], ['auth', spec.auth]] as const) {
     list?.forEach((m, i) => {
@@ -39,8 +44,16 @@ export function checkBodies(spec: BootstrapFile, add: Add): void {
       if (!lacksKind(spec, d.at)) add(d.at, `the server has no endpoint ${d.path} (is the name one the endpoint accepts?)`);
       continue;
     }
-    const known = [...Object.keys(match.def.fields ?? {}), ...Object.keys(match.params)];
-    for (const key of Object.keys(d.body)) if (!known.includes(key)) add([...d.at, key], `unknown field "${key}" for ${d.path}${suggestion(key, known)}`);
+    const fields = match.def.fields ?? {};
+    const known = [...Object.keys(fields), ...Object.keys(match.params)];
+    for (const [key, value] of Object.entries(d.body)) {
+      if (!known.includes(key)) add([...d.at, key], `unknown field "${key}" for ${d.path}${suggestion(key, known)}`);
+      else if (Object.hasOwn(fields, key) && !reported([...d.at, key])) {
+        const [error] = validateFields({ [key]: fields[key] }, { [key]: value }).errors;
+        // A field's message may quote the value, which a reference may have brought from a secret.
+        if (error) add([...d.at, key], fromReference([...d.at, key]) ? `invalid value for field "${key}": refused once its reference resolved (the value is not shown)` : error);
+      }
+    }
   }
 }
 
@@ -52,18 +65,15 @@ function lacksKind(spec: BootstrapFile, at: YamlPath): boolean {
   return !((cls === 'mounts' ? SECRET_TYPE_KINDS : AUTH_TYPE_KINDS)[type] ?? []).includes(kind as RoleKind);
 }
 
-/**
- * Audit devices' options, by the rules the server enables a device with (after references resolve: they are values).
- * `unresolved` says which devices had a reference fail, whose values are not judged again.
- */
-export function checkAuditDevices(devices: ReadonlyArray<AuditDevice> | undefined, settings: AuditSettings, add: Add, unresolved: (at: YamlPath) => boolean): void {
+/** Audit devices' options, by the rules the server enables a device with (after references resolve: they are values). */
+export function checkAuditDevices(devices: ReadonlyArray<AuditDevice> | undefined, settings: AuditSettings, add: Add, reported: (at: YamlPath) => boolean): void {
   devices?.forEach((d, i) => {
     const at: YamlPath = ['audit', i];
     const allowed = deviceOptionNames(d.type);
     const options = d.options ?? {};
     const unknown = allowed ? Object.keys(options).filter((k) => !allowed.includes(k)) : [];
     for (const key of unknown) add([...at, 'options', key], `unknown option "${key}" for a ${d.type} audit device${suggestion(key, allowed!)}`);
-    if (unknown.length || (allowed && unresolved(at))) return;
+    if (unknown.length || (allowed && reported([...at, 'options']))) return;
     try {
       // Built, not opened: nothing is written or connected to here. Values are sent as the API's key=value strings.
       deviceConfig(d.type, Object.fromEntries(Object.entries(options).map(([k, v]) => [k, String(v)])), settings);

@@ -95,10 +95,14 @@ export function parseBootstrap(file: string, text: string, options: LoadOptions)
   if (!parsed.success) for (const issue of parsed.error.issues) addSchemaIssue(issue, raw, add);
   const spec = parsed.success ? parsed.data : salvage(raw);
   checkRules(spec, options, add);
-  checkBodies(spec, add);
   const resolved = resolveReferences(spec, options.references ?? processReferences, add);
-  const unresolved = (at: YamlPath) => issues.some((i) => i.path.startsWith(`${formatPath(at)}.`));
-  checkAuditDevices(resolved.audit, options.audit ?? { allowPrefix: false, allowRaw: false }, add, unresolved);
+  // A value already found wrong (a duration, a reference that failed) is not judged a second time.
+  const reported = (at: YamlPath) => {
+    const p = formatPath(at);
+    return issues.some((i) => i.path === p || i.path.startsWith(`${p}.`) || i.path.startsWith(`${p}[`));
+  };
+  checkBodies(resolved, add, reported, (at) => JSON.stringify(valueAt(spec, at) ?? '').includes('${'));
+  checkAuditDevices(resolved.audit, options.audit ?? { allowPrefix: false, allowRaw: false }, add, reported);
   if (issues.length) throw new BootstrapInvalidError(file, sortIssues(issues));
   return { spec: resolved, lineOf };
 }
@@ -109,7 +113,7 @@ function sortIssues(issues: BootstrapIssue[]): BootstrapIssue[] {
 
 function addSchemaIssue(issue: z.core.$ZodIssue, raw: unknown, add: (path: YamlPath, message: string) => void): void {
   const path = issue.path as Array<string | number>;
-  const given = path.reduce<unknown>((v, seg) => (v && typeof v === 'object' ? (v as Record<string, unknown>)[seg] : undefined), raw);
+  const given = valueAt(raw, path);
   if (issue.code === 'unrecognized_keys') {
     for (const key of issue.keys) add([...path, key], `unknown key "${key}"${suggestion(key, keysAt(path))}`);
     return;
@@ -124,6 +128,10 @@ function addSchemaIssue(issue: z.core.$ZodIssue, raw: unknown, add: (path: YamlP
     return;
   }
   add(path, issue.message.replace(/^Invalid input: /, ''));
+}
+
+function valueAt(root: unknown, path: YamlPath): unknown {
+  return path.reduce<unknown>((v, seg) => (v && typeof v === 'object' ? (v as Record<string | number, unknown>)[seg] : undefined), root);
 }
 
 /** Offset of the node at `path`, or of the nearest enclosing one that exists (a missing key's map). */

@@ -64,6 +64,24 @@ describe('body fields: "Keys are the API\'s own field names", checked before any
     expect(errors(file)).toEqual([]);
   });
 
+  it.each<[string, unknown, string]>([
+    ['a cloud role\'s cloud_roles as a list (the API takes a JSON string)', cloud({ roles: [{ name: 'r', cloud_roles: [{ role_name: 'Reader' }] }] }), 'mounts[0].roles[0].cloud_roles: invalid value for field "cloud_roles": expected a string'],
+    ['a boolean that is not one', ldap({ config: { url: 'ldap://x', starttls: 'maybe' } }), 'mounts[0].config.starttls: invalid value for field "starttls": expected a boolean (true/false)'],
+    ['a list given as a map', ldap({ library_sets: [{ name: 'p', service_account_names: { a: 1 } }] }), 'mounts[0].library_sets[0].service_account_names: invalid value for field "service_account_names": expected a list or a comma-separated string'],
+    ['an integer that is not one', { tokens: [{ id: 't', num_uses: 'many' }] }, 'tokens[0].num_uses: invalid value for field "num_uses": expected an integer'],
+  ])('"the whole file is checked": %s is refused by the field\'s own rule before anything is applied', (_, file, expected) => {
+    expect(errors(file)).toEqual([expected]);
+  });
+
+  it('a value from a reference is judged once resolved, and refused without being shown', () => {
+    const references = { env: { TIMEOUT: 'soon-and-secret', GOOD: '30' }, readFile: () => Buffer.alloc(0) };
+    const lines = errors(ldap({ config: { url: 'ldap://x', request_timeout: '${TIMEOUT}', connection_timeout: '${GOOD}' } }), { references });
+    expect(lines).toEqual(['mounts[0].config.request_timeout: invalid value for field "request_timeout": refused once its reference resolved (the value is not shown)']);
+    expect(lines.join()).not.toContain('soon-and-secret');
+    // A duration already found wrong is said once.
+    expect(errors(ldap({ static_roles: [{ name: 'a', username: 'u', rotation_period: 'soon' }] }))).toEqual(['mounts[0].static_roles[0].rotation_period: invalid duration "soon"']);
+  });
+
   it('a name no endpoint accepts, a type this server lacks and an audit device type are errors before anything is applied', () => {
     expect(errors({ mounts: [{ path: 'ldap', type: 'ldap', static_roles: [{ name: 'a.', username: 'u', rotation_period: '1h' }] }, { path: 'kv', type: 'kv', config: { x: 1 } }], audit: [{ path: 's', type: 'syslog' }] })).toEqual([
       'mounts[0].static_roles[0]: the server has no endpoint ldap/static-role/a. (is the name one the endpoint accepts?)',
