@@ -1,8 +1,8 @@
 /**
  * The bootstrap file's shape (docs/bootstrap.md): kinds of object grouped as the API groups them, each object's
  * body in the API's own field names. The structure is strict (an unknown key is an error naming it); the bodies
- * sent to an endpoint (`config`, roles, `tune`, token fields, audit `options`) are the endpoint's fields, judged by
- * the server when applied, except durations, which are checked here so a typo fails before anything changes.
+ * sent to an endpoint (`config`, roles, `tune`, token fields, audit `options`) are only bounded here, and checked
+ * against the endpoint's own field definitions by bodies.ts.
  */
 import { z } from 'zod';
 import { FIELD_LIMITS } from '../core/fields.ts';
