@@ -15,6 +15,7 @@ import { startTestServer, type TestServer } from '../support/server.ts';
 import { configure, ok } from '../support/ldap-engine.ts';
 import { parseScrape } from '../support/prometheus.ts';
 import { startTcpProxy } from '../support/tcp-proxy.ts';
+import { createDatabase } from '../support/postgres.ts';
 
 const facts = inject('slapd');
 const HOUR = 3_600_000;
@@ -279,5 +280,54 @@ describe('POST ldap/config: automated rotation of the bind password', () => {
     expect(r.status, JSON.stringify(r.body)).toBe(400);
     expect(r.body.errors[0]).toContain(name);
     expect(await storedConfig(s)).toEqual(before);
+  });
+});
+
+describe('leader changes (nodes on one PostgreSQL database)', () => {
+  const postgres = inject('postgres');
+  const timings = { leaseTtlMs: 1500, renewMs: 200, pollMs: 100, heartbeatMs: 300, deadAfterMs: 2000 };
+
+  it('"a leader change never rotates the bind password before its time, and never skips a rotation that came due while no node led: it runs once, as soon as a leader exists, inside its window"', async () => {
+    const db = await createDatabase(postgres);
+    try {
+      const friday = fridayNoon();
+      const saturday2am = friday + 14 * HOUR;
+      const clock = new FakeClock(friday);
+      const unsealKey = randomBytes(32).toString('base64');
+      const node = () => server({ postgresUrl: db.url, unsealKey, clock, cluster: timings });
+      const leads = (n: TestServer) => vi.waitFor(() => expect(n.core.cluster.leading).toBe(true), { timeout: 10_000, interval: 50 });
+      const first = await node();
+      await leads(first);
+      await configure(first, facts, ou, { rotation_schedule: '0 2 * * 6', rotation_window: '2h' });
+
+      // The next leader takes over before the occurrence: nothing rotates until 02:00.
+      const second = await node();
+      await first.close();
+      await clock.advance(13 * HOUR);
+      await leads(second);
+      await settle(clock);
+      expect((await storedConfig(second)).bindpass).toBe(ou.engine.password);
+      await clock.advance(saturday2am - clock.now() - 60_000);
+      expect((await storedConfig(second)).bindpass).toBe(ou.engine.password);
+      await clock.advance(60_000);
+      const rotated = await rotatedFrom(second, ou.engine.password, clock);
+      expect(await canBind(facts.url, ou.engine.dn, rotated)).toBe(true);
+
+      // That leader stops and no node leads through the next occurrence; one that leads inside its window runs it once.
+      const third = await node();
+      await second.close();
+      await clock.advance(saturday2am + 7 * 24 * HOUR + 30 * 60_000 - clock.now());
+      await leads(third);
+      const again = await rotatedFrom(third, rotated, clock);
+      expect(await canBind(facts.url, ou.engine.dn, again)).toBe(true);
+      expect(await canBind(facts.url, ou.engine.dn, rotated)).toBe(false);
+      expect((await readBack(third)).next_rotation).toBe(new Date(saturday2am + 14 * 24 * HOUR).toISOString());
+      await settle(clock);
+      expect((await storedConfig(third)).bindpass).toBe(again);
+      expect(await scheduled(third, 'success')).toBe(1);
+    } finally {
+      for (const s of servers.splice(0)) await s.close().catch(() => undefined);
+      await db.drop();
+    }
   });
 });
