@@ -11,9 +11,8 @@ import { deviceConfig, deviceOptionNames, type AuditSettings } from '../core/aud
 import { BadRequestError } from '../core/errors.ts';
 import { validateFields } from '../core/fields.ts';
 import { BUILTIN_MOUNTS, endpointAt, registeredType, typeNames, type MountRef } from './endpoints.ts';
-import type { YamlPath } from './load.ts';
 import { declaredObjects } from './plan.ts';
-import { AUTH_TYPE_KINDS, SECRET_TYPE_KINDS, type AuditDevice, type BootstrapFile, type RoleKind } from './schema.ts';
+import { AUTH_TYPE_KINDS, SECRET_TYPE_KINDS, type AuditDevice, type BootstrapFile, type RoleKind, type YamlPath } from './schema.ts';
 
 type Add = (path: YamlPath, message: string) => void;
 

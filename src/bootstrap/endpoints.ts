@@ -16,7 +16,7 @@ import { PathTable, type PathMatch } from '../core/router.ts';
 import { MemoryStorage } from '../core/storage/memory.ts';
 import { StorageView } from '../core/storage/view.ts';
 import { backendTypes } from '../engines.ts';
-import { NO_METRICS } from '../telemetry/families.ts';
+import { NO_METRICS } from '../core/metrics.ts';
 
 export type MountClass = 'secret' | 'auth';
 

@@ -8,10 +8,9 @@ import type { z } from 'zod';
 import type { AuditSettings } from '../core/audit/options.ts';
 import { parseDurationSecond } from '../core/durations.ts';
 import { checkAuditDevices, checkBodies, suggestion } from './bodies.ts';
-import { AUTH_TYPE_KINDS, BOOTSTRAP_LIMITS, DURATION_KEY, ROLE_KINDS, SECRET_TYPE_KINDS, bootstrapSchema, keysAt, salvage, type BootstrapFile } from './schema.ts';
+import { AUTH_TYPE_KINDS, BOOTSTRAP_LIMITS, DURATION_KEY, ROLE_KINDS, SECRET_TYPE_KINDS, bootstrapSchema, keysAt, salvage, type BootstrapFile, type YamlPath } from './schema.ts';
 import { ReferenceError, parseTemplate, processReferences, readBounded, renderTemplate, type ReferenceSource } from './references.ts';
 
-export type YamlPath = ReadonlyArray<string | number>;
 
 export interface BootstrapIssue {
   /** `mounts[0].static_roles[1].rotation_period`, or "" for the file as a whole. */

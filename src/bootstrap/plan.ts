@@ -2,8 +2,7 @@
  * What a bootstrap file declares, as API objects in the order they are applied (docs/bootstrap.md): mounts and auth
  * methods (with their tuning), policies, audit devices, configs, roles, tokens; then what `prune` removes.
  */
-import type { YamlPath } from './load.ts';
-import { ROLE_KINDS, type Body, type BootstrapFile, type RoleKind } from './schema.ts';
+import { ROLE_KINDS, type Body, type BootstrapFile, type RoleKind, type YamlPath } from './schema.ts';
 
 /**
  * - `mount`: `path` is `sys/mounts/<p>` or `sys/auth/<p>`; created when missing, its type never changed in place.

@@ -7,6 +7,9 @@
 import { z } from 'zod';
 import { FIELD_LIMITS } from '../core/fields.ts';
 
+/** Where in the file: `['mounts', 0, 'static_roles', 1, 'rotation_period']`. */
+export type YamlPath = ReadonlyArray<string | number>;
+
 /** Every bound of a bootstrap file (docs/limits.md, docs/bootstrap.md). */
 export const BOOTSTRAP_LIMITS = Object.freeze({
   /** Bytes of the file itself, checked before it is read. */

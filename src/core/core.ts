@@ -22,38 +22,9 @@ import type { Storage, StorageCondition } from './storage/types.ts';
 import { GuardError, StorageView, type PreparedWrite } from './storage/view.ts';
 import { TokenStore, tokenLeaseId, type TokenEntry } from './tokens.ts';
 import { issueToken, type IssuedToken } from './token-issue.ts';
-import { NO_METRICS } from '../telemetry/families.ts';
-import type { Telemetry } from '../telemetry/telemetry.ts';
+import { NO_METRICS, type CoreTelemetry } from './metrics.ts';
+import type { CoreRequest, CoreResponse, ServedRequest } from './request.ts';
 import { VERSION } from './version.ts';
-
-export interface CoreRequest {
-  method: string;
-  /** Path after `/v1/`, percent-decoded. */
-  path: string;
-  query: Record<string, string | string[]>;
-  body: Record<string, unknown> | undefined;
-  token: string | undefined;
-  remoteAddress: string;
-  remotePort?: number;
-}
-
-export interface CoreResponse {
-  status: number;
-  headers: Record<string, string>;
-  body: string | Buffer | undefined;
-  /** What the request turned out to be, for the access log (set by `handle`). */
-  served?: ServedRequest;
-}
-
-/** What the core learns of a request as it handles it: labels for its metrics and fields of its access log line. */
-export interface ServedRequest {
-  id: string;
-  /** The mount it was routed to ("ldap/"), if any. */
-  mount: string | undefined;
-  operation: Operation | undefined;
-  /** A request to an auth method's login path. */
-  login: boolean;
-}
 
 /** Engine and auth method factories by type; a type name may exist in both classes ("cloud"). */
 export interface BackendRegistry {
@@ -78,7 +49,7 @@ export interface CoreOptions {
   /** What audit devices may be enabled with beyond the defaults (server settings). */
   audit?: AuditSettings;
   /** Where requests, storage calls, tokens, leases and mounts record metrics; none are kept without it. */
-  telemetry?: Telemetry;
+  telemetry?: CoreTelemetry;
   /** Where clients reach this node, as sys/leader and sys/ha-status show it. */
   apiAddress?: string;
   /** The cluster's timings, where a test shortens them. */

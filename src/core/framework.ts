@@ -3,13 +3,31 @@ import type { Clock } from './clock.ts';
 import { BadRequestError } from './errors.ts';
 import type { FieldValues, Fields } from './fields.ts';
 import type { PreparedWrite, StorageView } from './storage/view.ts';
-import type { MountMetrics } from '../telemetry/families.ts';
 
 /**
  * The contract between the core and every engine or auth method ("backend"). A backend declares its paths;
  * the core owns routing, authentication, ACL, the envelope, leases and tokens, so every backend gets them
  * the same way.
  */
+// ---- metrics a backend records ---------------------------------------------------------------------
+
+export type Labels = Record<string, string>;
+
+/** A metric family an engine records (src/telemetry/families.ts lists them); `labels` are those beside `mount`. */
+export interface Family<L extends Labels = Record<never, string>> {
+  readonly name: string;
+  readonly help: string;
+  readonly type: 'counter' | 'gauge';
+  readonly labels: ReadonlyArray<keyof L & string>;
+}
+
+/** What a mount records through (BackendContext.metrics); the `mount` label is its path. */
+export interface MountMetrics {
+  counter<L extends Labels>(family: Family<L>): { inc(labels: L, by?: number): void };
+  /** A gauge read when scraped; reading it may use storage. Replaces an earlier reader of the family for this mount. */
+  gauge<L extends Labels>(family: Family<L>, read: () => Promise<Array<{ labels: L; value: number }>>): void;
+}
+
 export type Operation = 'read' | 'list' | 'create' | 'update' | 'delete' | 'patch';
 
 export interface CallerInfo {

@@ -15,7 +15,8 @@ import type { Clock } from '../core/clock.ts';
 import { BadRequestError, StrongroomError } from '../core/errors.ts';
 import { field } from '../core/fields.ts';
 import { MAX_SCHEDULE_LENGTH, ScheduleError, nextDue, resolveSchedule, retryDelayMs, scheduleOf, whenToRun, type RotationSchedule, type ScheduleFields } from '../lib/rotation-schedule.ts';
-import { ROOT_ROTATIONS_SCHEDULED, type MountMetrics } from '../telemetry/families.ts';
+import type { MountMetrics } from '../core/framework.ts';
+import { ROOT_ROTATIONS_SCHEDULED } from '../telemetry/families.ts';
 import { LeaderTimer } from './leader-timer.ts';
 
 /** An own credential rotated more often than this would mostly be rotating; it also keeps a typo (60 for 60d) harmless. */

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { ServedRequest } from '../core/core.ts';
+import type { ServedRequest } from '../core/request.ts';
 
 /**
  * One line per answered request: its request id, the path without its query (a query may carry a token), the mount

@@ -1,6 +1,7 @@
 import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify';
 import type { Logger } from 'pino';
-import type { Core, CoreResponse, ServedRequest } from '../core/core.ts';
+import type { Core } from '../core/core.ts';
+import type { CoreResponse, ServedRequest } from '../core/request.ts';
 import { PayloadTooLargeError, StrongroomError } from '../core/errors.ts';
 import { accessLog } from './access-log.ts';
 import { cappedBody, storageUnavailable } from './admission.ts';

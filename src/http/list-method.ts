@@ -1,6 +1,7 @@
 import type { Socket } from 'node:net';
 import { STATUS_CODES } from 'node:http';
-import type { Core, CoreResponse } from '../core/core.ts';
+import type { Core } from '../core/core.ts';
+import type { CoreResponse } from '../core/request.ts';
 import type { AccessLog } from './access-log.ts';
 import { storageUnavailable } from './admission.ts';
 import { parseQuery, splitTarget } from './body.ts';

@@ -4,16 +4,7 @@
  * they may take. Label values come from bounded sets only: a result, a reason, an API, an HTTP status, or a name the
  * operator created (a library set). Never a role name, a lease id or anything a client can invent without limit.
  */
-import type { SystemView } from '../core/framework.ts';
-
-export type Labels = Record<string, string>;
-
-export interface Family<L extends Labels = Record<never, string>> {
-  readonly name: string;
-  readonly help: string;
-  readonly type: 'counter' | 'gauge';
-  readonly labels: ReadonlyArray<keyof L & string>;
-}
+import type { Family, Labels, MountMetrics, SystemView } from '../core/framework.ts';
 
 export type Result = 'success' | 'failure';
 
@@ -53,20 +44,6 @@ export const CLOUD_CREDENTIALS = gauge('strongroom_cloud_credentials', 'Cloud cr
 
 export type LoginFailure = 'invalid_request' | 'unknown_role' | 'bound_cidrs' | 'not_configured' | 'jwt' | 'bound_principal' | 'resource' | 'upstream';
 export const CLOUD_LOGIN_FAILURES = counter<{ reason: LoginFailure }>('strongroom_cloud_login_failures_total', 'Cloud logins refused, by the check that refused them.', ['reason']);
-
-/** What a mount records through (BackendContext.metrics); the `mount` label is its path. */
-export interface MountMetrics {
-  counter<L extends Labels>(family: Family<L>): { inc(labels: L, by?: number): void };
-  /** A gauge read when scraped; reading it may use storage. Replaces an earlier reader of the family for this mount. */
-  gauge<L extends Labels>(family: Family<L>, read: () => Promise<Array<{ labels: L; value: number }>>): void;
-}
-
-/** For a core without telemetry: a mount records into nothing. */
-export const NO_METRICS: MountMetrics & { close(): void } = {
-  counter: () => ({ inc: () => {} }),
-  gauge: () => {},
-  close: () => {},
-};
 
 /** Runs `attempt` and counts it in a `{ result }` family: success when it resolved, failure when it threw. */
 export async function counted<T>(metrics: MountMetrics, family: Family<{ result: Result }>, attempt: () => Promise<T>): Promise<T> {

@@ -1,10 +1,12 @@
 import type { Logger } from 'pino';
 import { Registry, collectDefaultMetrics } from 'prom-client';
-import type { ServedRequest } from '../core/core.ts';
+import type { Family, Labels, MountMetrics } from '../core/framework.ts';
+import type { CoreTelemetry } from '../core/metrics.ts';
+import type { ServedRequest } from '../core/request.ts';
 import type { LeaseEvents } from '../core/leases.ts';
 import type { Storage, StorageCondition, StorageOp, StorageUnavailableError } from '../core/storage/types.ts';
 import { Counter, type CounterCell, type Collector, Histogram, type HistogramCell, type LabelSet, type Reading, Sourced, Summary, type SummaryCell } from './collectors.ts';
-import { shared, type Family, type Labels, type MountMetrics } from './families.ts';
+import { shared } from './families.ts';
 
 /** Seconds; most answers take well under a millisecond, a directory or cloud call tens to thousands. */
 const REQUEST_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
@@ -73,7 +75,7 @@ export interface TelemetryOptions {
  * One server's metrics: a prom-client Registry of its own (never the global one), what the core records into it, and
  * what each mount gets to record its own events (`forMount`).
  */
-export class Telemetry {
+export class Telemetry implements CoreTelemetry {
   readonly #registry = new Registry();
   readonly #logger: Logger;
   readonly #durations = new Histogram('strongroom_request_duration_seconds', 'Requests through the core by mount, operation and status; _count is the number of requests.', ['mount', 'operation', 'status'], REQUEST_BUCKETS).register(this.#registry);

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { Clock } from '../clock.ts';
-import type { CoreResponse } from '../core.ts';
+import type { CoreResponse } from '../request.ts';
 import { BadRequestError, ConflictError, StrongroomError } from '../errors.ts';
 import { newUuid } from '../ids.ts';
 import type { StorageView } from '../storage/view.ts';

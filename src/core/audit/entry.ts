@@ -1,6 +1,6 @@
 import { createHmac } from 'node:crypto';
 import { setBounded } from '../bounded-map.ts';
-import type { CoreRequest, CoreResponse } from '../core.ts';
+import type { CoreRequest, CoreResponse } from '../request.ts';
 import type { Fields } from '../fields.ts';
 import type { Operation } from '../framework.ts';
 import type { MountEntry } from '../mounts.ts';

@@ -21,7 +21,8 @@ import { CONFIG_KEY, effectiveConfig, overriddenFields, readConfig, writeConfig,
 import type { CloudEngine } from './engine.ts';
 import { DEFAULT_ROOT_BACKOFF, failedState, rootRotationPlan, rootRotationTimer, rotatedState, type RetryBackoff } from '../root-rotation.ts';
 import type { LeaderTimer } from '../leader-timer.ts';
-import { ROTATE_ROOT, counted, type MountMetrics } from '../../telemetry/families.ts';
+import type { MountMetrics } from '../../core/framework.ts';
+import { ROTATE_ROOT, counted } from '../../telemetry/families.ts';
 
 /** Entra answers "invalid client secret" until a new password has reached every replica. */
 const NOT_PROPAGATED = (i: { code?: string }): boolean => i.code === 'AADSTS7000215';

@@ -5,7 +5,8 @@
 import type { Context, Middleware } from '@microsoft/microsoft-graph-client';
 import type { PipelinePolicy } from '@azure/core-rest-pipeline';
 import { statusLabel } from '../../telemetry/telemetry.ts';
-import { CLOUD_PROVIDER_REQUESTS, CLOUD_PROVIDER_RETRIES, type MountMetrics, type ProviderApi } from '../../telemetry/families.ts';
+import type { MountMetrics } from '../../core/framework.ts';
+import { CLOUD_PROVIDER_REQUESTS, CLOUD_PROVIDER_RETRIES, type ProviderApi } from '../../telemetry/families.ts';
 import type { RetryOptions, RetryReason } from './retry.ts';
 
 export interface ProviderObserver {
