@@ -10,7 +10,7 @@ import { StorageView } from '../../src/core/storage/view.ts';
 import { readDriftMark } from '../../src/engines/ldap/drift-marks.ts';
 import { writeWal } from '../../src/engines/ldap/rotation.ts';
 import { canBind, createIsolatedOu, resetPassword, type IsolatedOu } from '../support/slapd.ts';
-import { startTestServer, type TestServer } from '../support/server.ts';
+import { testServers, type TestServer } from '../support/server.ts';
 import { configure, cred, ok } from '../support/ldap-engine.ts';
 import { parseScrape } from '../support/prometheus.ts';
 import { startTcpProxy } from '../support/tcp-proxy.ts';
@@ -19,17 +19,13 @@ const facts = inject('slapd');
 const MINUTE = 60_000;
 
 let ou: IsolatedOu;
-const servers: TestServer[] = [];
-async function server(clock: FakeClock): Promise<TestServer> {
-  const s = await startTestServer({ clock });
-  servers.push(s);
-  return s;
-}
+const pool = testServers();
+const server = (clock: FakeClock) => pool.start({ clock });
 beforeEach(async () => {
   ou = await createIsolatedOu(facts, { users: 2, serviceAccounts: 2 });
 });
 afterEach(async () => {
-  for (const s of servers.splice(0)) await s.close().catch(() => undefined);
+  await pool.closeAll();
   await ou.cleanup();
 });
 

@@ -2,16 +2,13 @@
 // disable_automated_rotation on ldap/config): on time through the rotate-root path, inside its window, across
 // restarts, and visible when it fails. Real slapd, a fake clock.
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, inject, it, vi } from 'vitest';
 import { FakeClock } from '../../src/core/clock.ts';
 import { storagePrefix } from '../../src/core/mounts.ts';
 import { StorageView } from '../../src/core/storage/view.ts';
 import { readConfig } from '../../src/engines/ldap/config.ts';
 import { canBind, createIsolatedOu, type IsolatedOu } from '../support/slapd.ts';
-import { startTestServer, type TestServer } from '../support/server.ts';
+import { testServers, type TestServer } from '../support/server.ts';
 import { configure, ok } from '../support/ldap-engine.ts';
 import { parseScrape } from '../support/prometheus.ts';
 import { startTcpProxy } from '../support/tcp-proxy.ts';
@@ -21,25 +18,15 @@ const facts = inject('slapd');
 const HOUR = 3_600_000;
 
 let ou: IsolatedOu;
-const servers: TestServer[] = [];
-const dirs: string[] = [];
+const pool = testServers();
+const server = pool.start;
 /** A data directory the servers of one test share, as restarts of one node (removed after the test). */
-function dataDir(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'strongroom-root-schedule-'));
-  dirs.push(dir);
-  return dir;
-}
-async function server(opts: Parameters<typeof startTestServer>[0] = {}): Promise<TestServer> {
-  const s = await startTestServer(opts);
-  servers.push(s);
-  return s;
-}
+const dataDir = () => pool.dataDir('strongroom-root-schedule-');
 beforeEach(async () => {
   ou = await createIsolatedOu(facts, { users: 1, serviceAccounts: 0 });
 });
 afterEach(async () => {
-  for (const s of servers.splice(0)) await s.close().catch(() => undefined);
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+  await pool.closeAll();
   await ou.cleanup();
 });
 
@@ -326,7 +313,7 @@ describe('leader changes (nodes on one PostgreSQL database)', () => {
       expect((await storedConfig(third)).bindpass).toBe(again);
       expect(await scheduled(third, 'success')).toBe(1);
     } finally {
-      for (const s of servers.splice(0)) await s.close().catch(() => undefined);
+      await pool.closeAll();
       await db.drop();
     }
   });

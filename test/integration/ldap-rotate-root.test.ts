@@ -1,7 +1,4 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, inject, it, vi } from 'vitest';
 import { FakeClock } from '../../src/core/clock.ts';
 import { MemoryStorage } from '../../src/core/storage/memory.ts';
@@ -10,26 +7,20 @@ import { StorageView } from '../../src/core/storage/view.ts';
 import { readConfig } from '../../src/engines/ldap/config.ts';
 import { readWal, writeWal } from '../../src/engines/ldap/rotation.ts';
 import { canBind, createIsolatedOu, resetPassword, type IsolatedOu } from '../support/slapd.ts';
-import { startTestServer, type TestServer } from '../support/server.ts';
+import { testServers, type TestServer } from '../support/server.ts';
 import { configure, cred, ok, ouConfig } from '../support/ldap-engine.ts';
 import { FaultyStorage } from '../support/faulty-storage.ts';
 
 const facts = inject('slapd');
 
 let ou: IsolatedOu;
-const servers: TestServer[] = [];
-const dirs: string[] = [];
-async function server(opts: Parameters<typeof startTestServer>[0] = {}): Promise<TestServer> {
-  const s = await startTestServer(opts);
-  servers.push(s);
-  return s;
-}
+const pool = testServers();
+const server = pool.start;
 beforeEach(async () => {
   ou = await createIsolatedOu(facts, { users: 2, serviceAccounts: 0 });
 });
 afterEach(async () => {
-  for (const s of servers.splice(0)) await s.close().catch(() => undefined);
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+  await pool.closeAll();
   await ou.cleanup();
 });
 
@@ -151,8 +142,7 @@ describe('rotate-root write-ahead', () => {
   });
 
   it('a crash mid rotate-root is finished at start-up with the WAL password', async () => {
-    const dataDir = mkdtempSync(join(tmpdir(), 'strongroom-ldap-'));
-    dirs.push(dataDir);
+    const dataDir = pool.dataDir('strongroom-ldap-');
     const unsealKey = randomBytes(32).toString('base64');
     const s1 = await server({ storage: 'sqlite', dataDir, unsealKey });
     await configure(s1, facts, ou);

@@ -3,8 +3,6 @@
 // marks shown. Real slapd, a fake clock where timing matters. docs/rotation.md is the contract these tests read.
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, inject, it, vi } from 'vitest';
 import { FakeClock } from '../../src/core/clock.ts';
@@ -14,21 +12,15 @@ import { markDrift } from '../../src/engines/ldap/drift-marks.ts';
 import { configure, cred, ok } from '../support/ldap-engine.ts';
 import { createDatabase } from '../support/postgres.ts';
 import { parseScrape, type Scrape } from '../support/prometheus.ts';
-import { startTestServer, type TestServer, type TestServerOptions } from '../support/server.ts';
+import { testServers, type TestServer } from '../support/server.ts';
 import { alive, canBind, createIsolatedOu, ensureSlapdInstalled, startSlapd, stopSlapd, type IsolatedOu, type SlapdFacts } from '../support/slapd.ts';
 
 const facts = inject('slapd');
 
-const servers: TestServer[] = [];
-const dirs: string[] = [];
-async function server(opts: TestServerOptions = {}): Promise<TestServer> {
-  const s = await startTestServer(opts);
-  servers.push(s);
-  return s;
-}
+const pool = testServers();
+const server = pool.start;
 afterEach(async () => {
-  for (const s of servers.splice(0)) await s.close().catch(() => undefined);
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+  await pool.closeAll();
 });
 
 let ou: IsolatedOu;
@@ -81,11 +73,7 @@ async function configuredAtFriday(): Promise<{ s: TestServer; clock: FakeClock }
   return { s, clock };
 }
 
-function dataDirectory(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'strongroom-schedule-'));
-  dirs.push(dir);
-  return dir;
-}
+const dataDirectory = () => pool.dataDir('strongroom-schedule-');
 
 describe('static-role/:name with rotation_schedule', () => {
   it('"a scheduled rotation runs at its occurrence (UTC), never before, and next at the following occurrence"', async () => {
@@ -324,7 +312,7 @@ describe('leader changes (nodes on one PostgreSQL database)', () => {
       expect(await canBind(facts.url, ou.users[0]!.dn, (await cred(third, 'app')).password)).toBe(true);
       await third.close();
     } finally {
-      for (const s of servers.splice(0)) await s.close().catch(() => undefined);
+      await pool.closeAll();
       await db.drop();
     }
   });

@@ -3,21 +3,15 @@ import { FakeClock } from '../../src/core/clock.ts';
 import { startFullServer } from '../support/full-server.ts';
 import { configure, ok } from '../support/ldap-engine.ts';
 import { parseScrape, type Scrape } from '../support/prometheus.ts';
-import { startTestServer, type TestServer, type TestServerOptions } from '../support/server.ts';
+import { testServers, type TestServer } from '../support/server.ts';
 import { createIsolatedOu, startSlapd, stopSlapd, type IsolatedOu, type SlapdFacts } from '../support/slapd.ts';
 import { testBackend, type TestBackendProbe } from '../support/test-backend.ts';
 
 const facts = inject('slapd');
 
-const servers: TestServer[] = [];
-async function server(opts: TestServerOptions = {}): Promise<TestServer> {
-  const s = await startTestServer(opts);
-  servers.push(s);
-  return s;
-}
-afterEach(async () => {
-  for (const s of servers.splice(0)) await s.close();
-});
+const pool = testServers();
+const server = pool.start;
+afterEach(() => pool.closeAll());
 
 async function scrape(s: TestServer, token: string | null = 'root'): Promise<Scrape> {
   const r = await s.app.inject({ method: 'GET', url: '/v1/sys/metrics?format=prometheus', headers: token ? { 'x-vault-token': token } : {} });
@@ -155,7 +149,7 @@ describe('the ldap engine', () => {
     ou = await createIsolatedOu(facts, { users: 2, serviceAccounts: 3 });
   });
   afterEach(async () => {
-    for (const s of servers.splice(0)) await s.close();
+    await pool.closeAll();
     await ou.cleanup();
   });
 

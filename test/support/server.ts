@@ -79,3 +79,28 @@ export async function startTestServer(opts: TestServerOptions = {}): Promise<Tes
     },
   };
 }
+
+/**
+ * The servers and data directories one test file starts: `start` and `dataDir` keep them, `closeAll` (the file's
+ * afterEach, or a test's finally) closes every server and removes every directory.
+ */
+export function testServers() {
+  const servers: TestServer[] = [];
+  const dirs: string[] = [];
+  return {
+    async start(opts: TestServerOptions = {}): Promise<TestServer> {
+      const s = await startTestServer(opts);
+      servers.push(s);
+      return s;
+    },
+    dataDir(prefix = 'strongroom-test-'): string {
+      const dir = mkdtempSync(join(tmpdir(), prefix));
+      dirs.push(dir);
+      return dir;
+    },
+    async closeAll(): Promise<void> {
+      for (const s of servers.splice(0)) await s.close().catch(() => undefined);
+      for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+    },
+  };
+}
