@@ -28,20 +28,29 @@ export async function benchCore(seconds: number): Promise<string[]> {
       const after = processCpu(pid);
       return { ...round, cpuUs: before && after ? ((after.all - before.all) / (round.rps * seconds)) * 1e6 : undefined };
     };
-    const rounds = { base: [] as Round[], full: [] as Round[], audited: [] as Round[], plain: [] as Round[] };
+    const rounds = { base: [] as Round[], full: [] as Round[], audited: [] as Round[], unaudited: [] as Round[], plain: [] as Round[] };
     const read = () => measure(sr.proc.pid!, `${sr.info.url}/v1/kv/data/app/config`, { 'x-service-token': String(sr.info.token) });
     const readPlain = () => measure(plain.proc.pid!, `${plain.info.url}/v1/kv/data/app/config`, { 'x-service-token': String(plain.info.token) });
     // A first load of a fresh process runs unoptimised code for a while: each server is warmed before it is judged.
     for (const warm of [() => load(`${bare.info.url}/v1/bare`, { seconds: 1 }), read, readPlain]) await warm();
-    for (let i = 0; i < 3; i++) {
-      rounds.base.push(await measure(bare.proc.pid!, `${bare.info.url}/v1/bare`));
+    // Six pairs: the spread between pairs on this machine (±10%) is wider than what metrics cost, so one or three
+    // pairs put the median wherever the noise fell.
+    for (let i = 0; i < 6; i++) {
+      if (i < 3) rounds.base.push(await measure(bare.proc.pid!, `${bare.info.url}/v1/bare`));
       // Each pair back to back, so both see the same background load, and in turn first: neither always follows the other.
       const pair = i % 2 === 0 ? [await read(), await readPlain()] : [await readPlain(), await read()].reverse();
       rounds.full.push(pair[0]!);
       rounds.plain.push(pair[1]!);
+    }
+    // Audited rounds last: once a device has been enabled, the request path's optimised code has seen both shapes and
+    // the server reads ~5% slower even after the device is gone (measured: 0.83-1.02x in pairs after, 0.94-1.04x
+    // before), which would be charged to metrics if the pairs came after. The read the audited one is judged against
+    // is measured in the same state, between the device's rounds.
+    for (let i = 0; i < 3; i++) {
       await benchAuditDevice(String(sr.info.url), join(dir, `audit-${i}.log`));
       rounds.audited.push(await read());
       await benchAuditDevice(String(sr.info.url), undefined);
+      rounds.unaudited.push(await read());
     }
     await stop(bare.proc);
     await stop(plain.proc);
@@ -51,21 +60,23 @@ export async function benchCore(seconds: number): Promise<string[]> {
     const full = best(rounds.full);
     const audited = best(rounds.audited);
     const r = ratio(full.rps, base.rps);
-    const ra = ratio(audited.rps, full.rps);
+    const unaudited = best(rounds.unaudited);
+    const ra = ratio(audited.rps, unaudited.rps);
     const withoutMetrics = best(rounds.plain);
     const rm = ratio(full.rps, withoutMetrics.rps);
-    // Server CPU per read, pair by pair: the median pair says what metrics cost with the load of its moment cancelled out.
-    const cpuRatios = rounds.full.map((f, i) => (f.cpuUs && rounds.plain[i]!.cpuUs ? rounds.plain[i]!.cpuUs! / f.cpuUs : Number.NaN)).sort((a, b) => a - b);
-    const cpuMedian = cpuRatios[Math.floor(cpuRatios.length / 2)]!;
+    // Server CPU per read, pair by pair, so each pair shares the load of its moment. The second server of a pair pays
+    // ~4% more on this machine whichever it is, so the pairs alternate and their geometric mean cancels that out.
+    const cpuRatios = rounds.full.map((f, i) => (f.cpuUs && rounds.plain[i]!.cpuUs ? rounds.plain[i]!.cpuUs! / f.cpuUs : Number.NaN));
+    const cpuMean = Math.exp(cpuRatios.reduce((sum, r) => sum + Math.log(r), 0) / cpuRatios.length);
     const cpu = (x: Round) => (x.cpuUs === undefined ? '' : `, server CPU ${fmt(x.cpuUs, 1)} µs/request`);
     return [
       `core: bare Fastify JSON route          ${fmt(base.rps)} req/s (p99 ${base.p99} ms, errors ${base.errors}${cpu(base)})`,
       `core: authenticated ACL-checked read   ${fmt(full.rps)} req/s (p99 ${full.p99} ms, errors ${full.errors}${cpu(full)})`,
       `core: ratio ${fmt(r, 2)}x (target >= 0.50x) ${r >= 0.5 ? 'OK' : 'BELOW TARGET'}`,
       `core: the same read, file audit device ${fmt(audited.rps)} req/s (p99 ${audited.p99} ms, errors ${audited.errors}${cpu(audited)})`,
-      `core: audited ratio ${fmt(ra, 2)}x the read without (target >= 0.70x) ${ra >= 0.7 ? 'OK' : 'BELOW TARGET'}`,
+      `core: audited ratio ${fmt(ra, 2)}x the read without, measured between the device's rounds (${fmt(unaudited.rps)} req/s${cpu(unaudited)}) (target >= 0.70x) ${ra >= 0.7 ? 'OK' : 'BELOW TARGET'}`,
       `core: the same read, no metrics         ${fmt(withoutMetrics.rps)} req/s (p99 ${withoutMetrics.p99} ms, errors ${withoutMetrics.errors}${cpu(withoutMetrics)})`,
-      `core: with metrics ${fmt(rm, 2)}x the read without by throughput (best of 3 each); by server CPU per read, pairs ${cpuRatios.map((x) => fmt(x, 2)).join(', ')}, median ${fmt(cpuMedian, 2)}x (target >= 0.95x) ${cpuMedian >= 0.95 ? 'OK' : 'BELOW TARGET'}`,
+      `core: with metrics ${fmt(rm, 2)}x the read without by throughput (best of 6 each); by server CPU per read, pairs in order ${cpuRatios.map((x) => fmt(x, 2)).join(', ')} (metrics first, then second, ...), geometric mean ${fmt(cpuMean, 2)}x (target >= 0.95x) ${cpuMean >= 0.95 ? 'OK' : 'BELOW TARGET'}`,
     ];
   } finally {
     rmSync(dir, { recursive: true, force: true });
