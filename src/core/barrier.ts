@@ -1,5 +1,6 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { secureRandomBytes } from './random.ts';
+import { LayeredStorage } from './storage/layered.ts';
 import type { Storage, StorageCondition, StorageOp } from './storage/types.ts';
 
 /**
@@ -81,8 +82,7 @@ export interface RotationCoordination {
   fence(): StorageCondition[];
 }
 
-export class Barrier implements Storage {
-  readonly #inner: Storage;
+export class Barrier extends LayeredStorage {
   readonly #rotateAfter: number;
   readonly #block: number;
   /** The keyring as last read from, or written to, the store: every term, oldest first. */
@@ -115,7 +115,7 @@ export class Barrier implements Storage {
   readonly #opened = new WeakMap<Buffer, Buffer>();
 
   constructor(inner: Storage, options: BarrierOptions = {}) {
-    this.#inner = inner;
+    super(inner);
     this.#rotateAfter = options.rotateAfterSeals ?? DEFAULT_ROTATE_AFTER_SEALS;
     this.#block = options.reservationBlock ?? DEFAULT_RESERVATION_BLOCK;
   }
@@ -125,7 +125,7 @@ export class Barrier implements Storage {
   }
 
   async isInitialized(): Promise<boolean> {
-    return (await this.#inner.get(ROOT_KEY_PATH)) !== undefined;
+    return (await this.inner.get(ROOT_KEY_PATH)) !== undefined;
   }
 
   /**
@@ -137,7 +137,7 @@ export class Barrier implements Storage {
     const rootKey = randomBytes(32);
     const entry = this.#newEntry(1);
     const ring = seal(rootKey, 0, KEYRING_PATH, encodeKeyring([entry]));
-    const won = await this.#inner.transaction([
+    const won = await this.inner.transaction([
       { type: 'put', key: ROOT_KEY_PATH, value: seal(unsealKey, 0, ROOT_KEY_PATH, rootKey) },
       { type: 'put', key: KEYRING_PATH, value: ring },
     ], [{ key: ROOT_KEY_PATH, expected: undefined }, { key: KEYRING_PATH, expected: undefined }]);
@@ -150,8 +150,8 @@ export class Barrier implements Storage {
 
   /** Throws UnsealError when the key is wrong; nothing is written either way. */
   async unseal(unsealKey: Buffer): Promise<void> {
-    const sealedRoot = await this.#inner.get(ROOT_KEY_PATH);
-    const sealedRing = await this.#inner.get(KEYRING_PATH);
+    const sealedRoot = await this.inner.get(ROOT_KEY_PATH);
+    const sealedRing = await this.inner.get(KEYRING_PATH);
     if (!sealedRoot || !sealedRing) throw new UnsealError('storage is not initialised');
     try {
       this.#rootKey = open(() => unsealKey, ROOT_KEY_PATH, sealedRoot);
@@ -168,7 +168,7 @@ export class Barrier implements Storage {
    * the cluster's change notice and when a value names a term this node does not know.
    */
   async reload(): Promise<void> {
-    const blob = await this.#inner.get(KEYRING_PATH);
+    const blob = await this.inner.get(KEYRING_PATH);
     if (!blob || (this.#ringBlob && blob.equals(this.#ringBlob)) || [...this.#inFlight].some((b) => b.equals(blob))) return;
     this.#adopt(blob);
     this.#rotateWhenDue();
@@ -200,21 +200,21 @@ export class Barrier implements Storage {
   }
 
   async get(key: string): Promise<Buffer | undefined> {
-    const blob = await this.#inner.get(key);
+    const blob = await this.inner.get(key);
     if (blob === undefined) return undefined;
     const plain = this.#plaintextOf(key, blob);
     return Buffer.from(plain instanceof Buffer ? plain : await plain);
   }
   async put(key: string, value: Buffer): Promise<void> {
     const sealed = this.#seal(key, value);
-    if (!this.#reservationDue()) return this.#inner.put(key, sealed);
+    if (!this.#reservationDue()) return this.inner.put(key, sealed);
     await this.#write([{ type: 'put', key, value: sealed }], []);
   }
   delete(key: string): Promise<void> {
-    return this.#inner.delete(key);
+    return this.inner.delete(key);
   }
   list(prefix: string): Promise<string[]> {
-    return this.#inner.list(prefix);
+    return this.inner.list(prefix);
   }
   /**
    * Conditions name plaintext; ciphertexts differ per write, so each guard is turned into a guard on the
@@ -223,7 +223,7 @@ export class Barrier implements Storage {
   async transaction(ops: StorageOp[], conditions: StorageCondition[] = []): Promise<boolean> {
     const physical: StorageCondition[] = [];
     for (const c of conditions) {
-      const blob = await this.#inner.get(c.key);
+      const blob = await this.inner.get(c.key);
       const current = blob === undefined ? undefined : await this.#plaintextOf(c.key, blob);
       if (current === undefined ? c.expected !== undefined : c.expected === undefined || !current.equals(c.expected)) return false;
       physical.push({ key: c.key, expected: blob });
@@ -232,15 +232,6 @@ export class Barrier implements Storage {
     // were counted, and a keyring written along reaches it after every keyring built before it.
     const sealedOps = ops.map((op): StorageOp => (op.type === 'put' ? { type: 'put', key: op.key, value: this.#seal(op.key, op.value) } : op));
     return this.#write(sealedOps, physical);
-  }
-  close(): Promise<void> {
-    return this.#inner.close();
-  }
-  get failure(): Error | undefined {
-    return this.#inner.failure;
-  }
-  onFailure(listener: (err: Error) => void): void {
-    this.#inner.onFailure(listener);
   }
 
   /**
@@ -252,11 +243,11 @@ export class Barrier implements Storage {
   async #write(sealedOps: StorageOp[], physical: StorageCondition[]): Promise<boolean> {
     for (let race = 0; ; race++) {
       const reservation = sealedOps.some((op) => op.type === 'put') ? this.#reservation() : undefined;
-      if (!reservation) return this.#inner.transaction(sealedOps, physical);
-      const applied = await this.#inner.transaction([...sealedOps, reservation.op], [...physical, reservation.guard]);
+      if (!reservation) return this.inner.transaction(sealedOps, physical);
+      const applied = await this.inner.transaction([...sealedOps, reservation.op], [...physical, reservation.guard]);
       reservation.landed(applied);
       if (applied) return true;
-      const stored = await this.#inner.get(KEYRING_PATH);
+      const stored = await this.inner.get(KEYRING_PATH);
       if (stored && reservation.guard.expected && stored.equals(reservation.guard.expected)) return false;
       if (race === KEYRING_RACES) throw new Error('the keyring kept changing under a write; try again');
       if (stored && !(this.#ringBlob && stored.equals(this.#ringBlob))) this.#adopt(stored);
@@ -315,7 +306,7 @@ export class Barrier implements Storage {
       this.#inFlight.add(blob);
       let applied: boolean;
       try {
-        applied = await this.#inner.transaction([{ type: 'put', key: KEYRING_PATH, value: blob }], [{ key: KEYRING_PATH, expected: base }, ...fence]);
+        applied = await this.inner.transaction([{ type: 'put', key: KEYRING_PATH, value: blob }], [{ key: KEYRING_PATH, expected: base }, ...fence]);
       } finally {
         this.#inFlight.delete(blob);
       }
@@ -323,7 +314,7 @@ export class Barrier implements Storage {
         this.#adopt(blob, { installed: true });
         return next.term;
       }
-      const stored = await this.#inner.get(KEYRING_PATH);
+      const stored = await this.inner.get(KEYRING_PATH);
       // The keyring is as it was: the fence failed, so this node no longer leads and leaves rotating to the leader.
       if (!stored || (base && stored.equals(base)) || race === KEYRING_RACES) return this.#active!.term;
       if (!(this.#ringBlob && stored.equals(this.#ringBlob))) this.#adopt(stored);

@@ -4,7 +4,8 @@ import type { Family, Labels, MountMetrics } from '../core/framework.ts';
 import type { CoreTelemetry } from '../core/metrics.ts';
 import type { ServedRequest } from '../core/request.ts';
 import type { LeaseEvents } from '../core/leases.ts';
-import type { Storage, StorageCondition, StorageOp, StorageUnavailableError } from '../core/storage/types.ts';
+import { LayeredStorage } from '../core/storage/layered.ts';
+import type { Storage, StorageCondition, StorageOp } from '../core/storage/types.ts';
 import { Counter, type CounterCell, type Collector, Histogram, type HistogramCell, type LabelSet, type Reading, Sourced, Summary, type SummaryCell } from './collectors.ts';
 import { shared } from './families.ts';
 
@@ -241,12 +242,11 @@ function vaultJson(families: JsonFamily[], now: Date) {
 }
 
 /** The physical store with every call timed; everything else passes through. */
-class TimedStorage implements Storage {
-  readonly #inner: Storage;
+class TimedStorage extends LayeredStorage {
   readonly #timers: Record<StorageOperation, SummaryCell>;
 
   constructor(inner: Storage, timers: Record<StorageOperation, SummaryCell>) {
-    this.#inner = inner;
+    super(inner);
     this.#timers = timers;
   }
 
@@ -261,36 +261,18 @@ class TimedStorage implements Storage {
   }
 
   get(key: string): Promise<Buffer | undefined> {
-    return this.#timed('get', performance.now(), this.#inner.get(key));
+    return this.#timed('get', performance.now(), this.inner.get(key));
   }
   put(key: string, value: Buffer): Promise<void> {
-    return this.#timed('put', performance.now(), this.#inner.put(key, value));
+    return this.#timed('put', performance.now(), this.inner.put(key, value));
   }
   delete(key: string): Promise<void> {
-    return this.#timed('delete', performance.now(), this.#inner.delete(key));
+    return this.#timed('delete', performance.now(), this.inner.delete(key));
   }
   list(prefix: string): Promise<string[]> {
-    return this.#timed('list', performance.now(), this.#inner.list(prefix));
+    return this.#timed('list', performance.now(), this.inner.list(prefix));
   }
   transaction(ops: StorageOp[], conditions?: StorageCondition[]): Promise<boolean> {
-    return this.#timed('transaction', performance.now(), this.#inner.transaction(ops, conditions));
-  }
-  close(): Promise<void> {
-    return this.#inner.close();
-  }
-  get failure(): Error | undefined {
-    return this.#inner.failure;
-  }
-  onFailure(listener: (err: Error) => void): void {
-    this.#inner.onFailure(listener);
-  }
-  get unavailable(): StorageUnavailableError | undefined {
-    return this.#inner.unavailable;
-  }
-  onAvailability(listener: (unavailable: StorageUnavailableError | undefined) => void): void {
-    this.#inner.onAvailability?.(listener);
-  }
-  get shared() {
-    return this.#inner.shared;
+    return this.#timed('transaction', performance.now(), this.inner.transaction(ops, conditions));
   }
 }
