@@ -46,10 +46,6 @@ export async function markDrift(storage: StorageView, target: string, at: number
   return mark;
 }
 
-export async function clearDriftMark(storage: StorageView, target: string): Promise<void> {
-  await storage.delete(driftKey(target));
-}
-
 /** Every mark below `prefix` (e.g. "static-role/"). */
 export async function listDriftMarks(storage: StorageView, prefix = ''): Promise<DriftMark[]> {
   const marks: DriftMark[] = [];

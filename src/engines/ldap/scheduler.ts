@@ -67,10 +67,6 @@ export class RotationScheduler {
     return this.#due.size;
   }
 
-  get running(): boolean {
-    return !this.#stopped;
-  }
-
   start(): void {
     this.#stopped = false;
   }
