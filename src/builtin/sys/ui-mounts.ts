@@ -5,28 +5,33 @@ import type { MountEntry } from '../../core/mounts.ts';
 import { parseAclPolicy, type Acl } from '../../core/policy/acl.ts';
 import { mountInfo } from './mounts.ts';
 
-/**
- * Whether a token may do anything below a mount (Vault's hasMountAccess): a capability on the mount path itself,
- * or a rule of its policies for a path below it that its merged ACL does not deny.
- */
-async function hasMountAccess(core: Core, acl: Acl, policies: string[], mountPath: string): Promise<boolean> {
-  if (!acl.capabilities(mountPath).includes('deny')) return true;
+/** The paths the rules of a token's policies name (a trailing `*` dropped), each policy read and parsed once. */
+async function rulePaths(core: Core, policies: string[]): Promise<string[]> {
+  const paths: string[] = [];
   for (const name of policies) {
     const stored = await core.policies.readAcl(name);
-    if (!stored) continue;
-    for (const rule of parseAclPolicy(name, stored.policy).paths) {
-      const probe = rule.path.replace(/\*$/, '');
-      if (probe.startsWith(mountPath) && !acl.capabilities(probe).includes('deny')) return true;
-    }
+    if (stored) for (const rule of parseAclPolicy(name, stored.policy).paths) paths.push(rule.path.replace(/\*$/, ''));
   }
-  return false;
+  return paths;
+}
+
+/**
+ * Whether a token may do anything below a mount (Vault's hasMountAccess): a capability on the mount path itself,
+ * or a rule of its policies for a path below it that its merged ACL does not deny. `probes` are the rules' paths,
+ * read only when a mount path itself is denied, and then once for every mount of the request.
+ */
+async function hasMountAccess(acl: Acl, probes: () => Promise<string[]>, mountPath: string): Promise<boolean> {
+  if (!acl.capabilities(mountPath).includes('deny')) return true;
+  return (await probes()).some((probe) => probe.startsWith(mountPath) && !acl.capabilities(probe).includes('deny'));
 }
 
 /** Whether a token may use a mount; undefined without a token. */
 async function mountAccess(core: Core, caller: CallerInfo | undefined): Promise<((entry: MountEntry) => Promise<boolean>) | undefined> {
   if (!caller) return undefined;
   const acl = await core.policies.aclFor(caller.policies);
-  return (entry: MountEntry) => hasMountAccess(core, acl, caller.policies, entry.path);
+  let paths: Promise<string[]> | undefined;
+  const probes = () => (paths ??= rulePaths(core, caller.policies));
+  return (entry: MountEntry) => hasMountAccess(acl, probes, entry.path);
 }
 
 /**
