@@ -26,7 +26,7 @@ import { clearDriftOp, markDriftOp, readDriftMark } from './drift-marks.ts';
 import { accountWalTarget, retakeAvailableAccount } from './library-checkout.ts';
 import { allLibrarySetNames, readAccount, readLibrarySet, unchangedAccount } from './library-store.ts';
 import { walKey } from './rotation.ts';
-import { listStaticRoleNames, readStaticRole, rotateStaticRole, staticRoleKey, staticRoleTarget } from './static-roles.ts';
+import { listStaticRoleNames, readStaticRoleSnapshot, rotateStaticRole, staticRoleKey, staticRoleTarget } from './static-roles.ts';
 
 /** Verification errors in a row after which a round stops: the directory is not answering, and every bind would fail alike. */
 const MAX_ERRORS_IN_A_ROW = 3;
@@ -54,10 +54,10 @@ async function candidates(engine: LdapEngine): Promise<Candidate[]> {
     out.push({
       kind: 'static_role', target, name,
       read: async () => {
-        const raw = await storage.get(staticRoleKey(name));
-        const role = raw && (await readStaticRole(storage, name));
+        const snapshot = await readStaticRoleSnapshot(storage, name);
+        const role = snapshot?.role;
         const dn = role && (role.resolved_dn || role.dn);
-        return role?.password && dn ? { dn, password: role.password, guards: [{ key: staticRoleKey(name), expected: raw }, { key: walKey(target), expected: undefined }] } : undefined;
+        return role?.password && dn ? { dn, password: role.password, guards: [{ key: staticRoleKey(name), expected: snapshot.raw }, { key: walKey(target), expected: undefined }] } : undefined;
       },
       // rotateStaticRole records a failure on the role itself, and rethrows it.
       takeBack: async () => void (await rotateStaticRole(engine, name)),

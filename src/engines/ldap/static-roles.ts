@@ -77,7 +77,7 @@ export async function readStaticRole(storage: StorageView, name: string): Promis
 }
 
 /** The role with the bytes it was read from, for a write that must not overwrite another node's (a rotation's record). */
-async function readStaticRoleSnapshot(storage: StorageView, name: string): Promise<{ role: StaticRole; raw: Buffer } | undefined> {
+export async function readStaticRoleSnapshot(storage: StorageView, name: string): Promise<{ role: StaticRole; raw: Buffer } | undefined> {
   const raw = await storage.get(staticRoleKey(name));
   return raw && { role: staticRoleSchema.parse(JSON.parse(raw.toString('utf8'))), raw };
 }
