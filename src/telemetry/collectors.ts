@@ -66,6 +66,20 @@ class Cells<C> {
   }
 }
 
+/** A collector whose values live in one cell per label set: `cell(...)` resolves a set once, recording uses the cell. */
+abstract class Celled<C> extends Collector {
+  protected readonly cells: Cells<C>;
+
+  constructor(name: string, help: string, type: MetricType, labelNames: readonly string[], make: (labels: LabelSet) => C) {
+    super(name, help, type);
+    this.cells = new Cells(labelNames, make);
+  }
+
+  cell(...values: string[]): C {
+    return this.cells.get(values);
+  }
+}
+
 export class HistogramCell {
   readonly labels: LabelSet;
   readonly #bounds: readonly number[];
@@ -92,23 +106,17 @@ export class HistogramCell {
   }
 }
 
-export class Histogram extends Collector {
+export class Histogram extends Celled<HistogramCell> {
   readonly #bounds: readonly number[];
-  readonly #cells: Cells<HistogramCell>;
 
   constructor(name: string, help: string, labelNames: readonly string[], bounds: readonly number[]) {
-    super(name, help, 'histogram');
+    super(name, help, 'histogram', labelNames, (labels) => new HistogramCell(labels, bounds));
     this.#bounds = bounds;
-    this.#cells = new Cells(labelNames, (labels) => new HistogramCell(labels, bounds));
-  }
-
-  cell(...values: string[]): HistogramCell {
-    return this.#cells.get(values);
   }
 
   protected samples(): Sample[] {
     const out: Sample[] = [];
-    for (const cell of this.#cells.all) {
+    for (const cell of this.cells.all) {
       let cumulative = 0;
       for (let i = 0; i < this.#bounds.length; i++) {
         cumulative += cell.counts[i]!;
@@ -157,22 +165,15 @@ export class SummaryCell {
   }
 }
 
-export class Summary extends Collector {
-  readonly #cells: Cells<SummaryCell>;
-
+export class Summary extends Celled<SummaryCell> {
   constructor(name: string, help: string, labelNames: readonly string[] = []) {
-    super(name, help, 'summary');
-    this.#cells = new Cells(labelNames, (labels) => new SummaryCell(labels));
-  }
-
-  cell(...values: string[]): SummaryCell {
-    return this.#cells.get(values);
+    super(name, help, 'summary', labelNames, (labels) => new SummaryCell(labels));
   }
 
   protected samples(): Sample[] {
     const now = performance.now();
     const out: Sample[] = [];
-    for (const cell of this.#cells.all) {
+    for (const cell of this.cells.all) {
       const recent = cell.recent(now);
       // An empty window reports NaN, as Vault's do.
       for (const q of QUANTILES) out.push({ labels: { ...cell.labels, quantile: String(q) }, value: recent.length ? recent[Math.ceil(q * recent.length) - 1]! : Number.NaN });
@@ -238,19 +239,12 @@ export class CounterCell {
   }
 }
 
-export class Counter extends Collector {
-  readonly #cells: Cells<CounterCell>;
-
+export class Counter extends Celled<CounterCell> {
   constructor(name: string, help: string, labelNames: readonly string[] = []) {
-    super(name, help, 'counter');
-    this.#cells = new Cells(labelNames, (labels) => new CounterCell(labels));
-  }
-
-  cell(...values: string[]): CounterCell {
-    return this.#cells.get(values);
+    super(name, help, 'counter', labelNames, (labels) => new CounterCell(labels));
   }
 
   protected samples(): Sample[] {
-    return this.#cells.all.map((cell) => ({ labels: cell.labels, value: cell.value }));
+    return this.cells.all.map((cell) => ({ labels: cell.labels, value: cell.value }));
   }
 }
