@@ -3,7 +3,7 @@
  * resolved value is never scanned again, so a variable holding `${OTHER}` is that text, never a second lookup, and
  * no loop can form. `$${` writes a literal `${`. Errors name the reference, never what it resolved to.
  */
-import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs';
 import { isAbsolute } from 'node:path';
 import { BOOTSTRAP_LIMITS } from './schema.ts';
 
@@ -69,9 +69,12 @@ export interface ReferenceSource {
   readFile(path: string, maxBytes: number): Buffer;
 }
 
-/** Reads at most `maxBytes + 1` bytes, so an oversized file is known without reading it all. */
+/**
+ * Reads at most `maxBytes + 1` bytes, so an oversized file is known without reading it all. Opened without blocking,
+ * so a FIFO is refused as not a regular file instead of hanging the (synchronous) read until a writer appears.
+ */
 export function readBounded(path: string, maxBytes: number): Buffer {
-  const fd = openSync(path, 'r');
+  const fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
   try {
     if (!fstatSync(fd).isFile()) throw new ReferenceError('not a regular file');
     const buf = Buffer.alloc(maxBytes + 1);
