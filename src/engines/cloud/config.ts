@@ -6,7 +6,7 @@ import { jsonBytes, type PreparedWrite, type StorageView } from '../../core/stor
 import { resolveEnvironment, type ResolveEnvironmentOptions } from '../../providers/azure/environments.ts';
 import { NO_ROOT_SCHEDULE, applyScheduleFields, rootScheduleFields, rootScheduleShape, rootScheduleView } from '../root-rotation.ts';
 
-export const CONFIG_KEY = 'config';
+const CONFIG_KEY = 'config';
 
 /** The root password rotate-root created and is switching to; kept until the switch is complete. */
 const pendingRootSchema = z.object({
@@ -57,7 +57,13 @@ export const ENV_OVERRIDES = {
 } as const satisfies Partial<Record<keyof CloudConfig, string>>;
 
 export async function readConfig(storage: StorageView): Promise<CloudConfig | undefined> {
-  return storage.getJson(CONFIG_KEY, (raw) => configSchema.parse(raw));
+  return (await readConfigGuard(storage)).config;
+}
+
+/** The config and the bytes it was read from, which a guarded write (writeConfigGuarded) expects unchanged. */
+export async function readConfigGuard(storage: StorageView): Promise<{ config: CloudConfig | undefined; raw: Buffer | undefined }> {
+  const raw = await storage.get(CONFIG_KEY);
+  return { raw, config: raw && configSchema.parse(JSON.parse(raw.toString('utf8'))) };
 }
 
 export async function writeConfig(storage: StorageView, config: CloudConfig): Promise<void> {

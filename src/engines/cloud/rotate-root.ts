@@ -17,7 +17,7 @@ import { definePath, type PathDefinition } from '../../core/framework.ts';
 import { newUuid } from '../../core/ids.ts';
 import { scopeFor } from '../../providers/azure/environments.ts';
 import { withRetry, type RetryOptions } from '../../providers/azure/retry.ts';
-import { CONFIG_KEY, effectiveConfig, overriddenFields, readConfig, writeConfig, writeConfigGuarded, type CloudConfig, type PendingRoot } from './config.ts';
+import { effectiveConfig, overriddenFields, readConfig, readConfigGuard, writeConfig, writeConfigGuarded, type CloudConfig, type PendingRoot } from './config.ts';
 import type { CloudEngine } from './engine.ts';
 import { DEFAULT_ROOT_BACKOFF, failedState, rootRotationPlan, rootRotationTimer, rotatedState, type RetryBackoff } from '../root-rotation.ts';
 import type { LeaderTimer } from '../leader-timer.ts';
@@ -77,8 +77,7 @@ export class RootRotation {
   rotate({ scheduled = false } = {}): Promise<string[] | undefined> {
     return this.#engine.locks.run('config', async () => {
       const e = this.#engine;
-      const raw = await e.storage.get(CONFIG_KEY);
-      const stored = await readConfig(e.storage);
+      const { config: stored, raw } = await readConfigGuard(e.storage);
       if (scheduled) {
         const plan = scheduledState(stored) && rootRotationPlan(stored!, e.clock.now());
         if (!plan || plan.runAt > e.clock.now() || !e.system.leading()) return undefined;
@@ -147,8 +146,7 @@ export class RootRotation {
     const e = this.#engine;
     await e.locks.run('config', async () => {
       for (let attempt = 0; attempt < 3; attempt++) {
-        const raw = await e.storage.get(CONFIG_KEY);
-        const stored = await readConfig(e.storage);
+        const { config: stored, raw } = await readConfigGuard(e.storage);
         if (!stored) return;
         const next = failedState(stored, e.clock.now(), message, this.#opts.backoff ?? DEFAULT_ROOT_BACKOFF);
         if ((await writeConfigGuarded(e.storage, next, raw, e.system.fence())) || !e.system.leading()) return;
