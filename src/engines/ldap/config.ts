@@ -85,7 +85,13 @@ export type LdapConfig = z.infer<typeof storedConfigSchema>;
 export const CONFIG_SECRET_FIELDS = ['bindpass', 'client_tls_key', 'last_bind_password'] as const;
 
 export async function readConfig(storage: StorageView): Promise<LdapConfig | undefined> {
-  return storage.getJson(CONFIG_KEY, (raw) => storedConfigSchema.parse(raw));
+  return (await readConfigSnapshot(storage))?.config;
+}
+
+/** The config with the bytes it was read from, for a write guarded on the config as read. */
+export async function readConfigSnapshot(storage: StorageView): Promise<{ config: LdapConfig; raw: Buffer } | undefined> {
+  const raw = await storage.get(CONFIG_KEY);
+  return raw && { config: storedConfigSchema.parse(JSON.parse(raw.toString('utf8'))), raw };
 }
 
 export async function writeConfig(storage: StorageView, config: LdapConfig): Promise<void> {

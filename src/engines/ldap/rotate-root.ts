@@ -9,7 +9,7 @@
  * (root-rotation.ts): the same change, fenced as leader work.
  */
 import { definePath } from '../../core/framework.ts';
-import { CONFIG_KEY, ROOT_GRACE_MS, putConfigOp, readConfig, type LdapEngine, type LdapEnginePart } from './config.ts';
+import { CONFIG_KEY, ROOT_GRACE_MS, putConfigOp, readConfig, readConfigSnapshot, type LdapEngine, type LdapEnginePart } from './config.ts';
 import { changePasswordWithWal, readWal } from './rotation.ts';
 import { failedState, rootRotationPlan, rootRotationTimer, rotatedState } from '../root-rotation.ts';
 import { ROTATE_ROOT, counted } from '../../telemetry/families.ts';
@@ -53,9 +53,9 @@ async function recordRootFailure(engine: LdapEngine, message: string): Promise<v
   const backoff = { baseMs: engine.options.retryBaseMs, maxMs: engine.options.retryMaxMs };
   await engine.locks.run(CONFIG_KEY, async () => {
     for (let attempt = 0; attempt < 3; attempt++) {
-      const raw = await engine.storage.get(CONFIG_KEY);
-      const config = await readConfig(engine.storage);
-      if (!config) return;
+      const snapshot = await readConfigSnapshot(engine.storage);
+      if (!snapshot) return;
+      const { config, raw } = snapshot;
       const next = failedState(config, engine.clock.now(), message, backoff);
       if (await engine.storage.transaction([putConfigOp(next)], [{ key: CONFIG_KEY, expected: raw }], [engine.ctx.system.fence()])) return;
       if (!engine.ctx.system.leading()) return;
@@ -72,9 +72,10 @@ function scheduleGraceEnd(engine: LdapEngine): void {
 /** Leader work, fenced, and guarded on the config as read: a config written meanwhile is not undone. */
 export async function eraseExpiredPrevious(engine: LdapEngine): Promise<void> {
   await engine.locks.run(CONFIG_KEY, async () => {
-    const raw = await engine.storage.get(CONFIG_KEY);
-    const config = await readConfig(engine.storage);
-    if (!config?.last_bind_password || engine.clock.now() - config.last_bind_password_rotation < ROOT_GRACE_MS) return;
+    const snapshot = await readConfigSnapshot(engine.storage);
+    if (!snapshot) return;
+    const { config, raw } = snapshot;
+    if (!config.last_bind_password || engine.clock.now() - config.last_bind_password_rotation < ROOT_GRACE_MS) return;
     await engine.storage.transaction([putConfigOp({ ...config, last_bind_password: '' })], [{ key: CONFIG_KEY, expected: raw }], [engine.ctx.system.fence()]);
   });
 }
