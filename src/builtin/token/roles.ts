@@ -156,8 +156,9 @@ export class TokenRoleStore {
  * The policies of a token created with a role (Vault's rules). A role with allowed or disallowed lists decides on
  * its own: the requested policies (or else the role's allowed_policies, or else the parent's) must each be allowed
  * by name or glob when the role allows any, and none may be disallowed; `default` is added unless asked not to or
- * disallowed. A role with no lists leaves the ordinary rules (`undefined`). Root and response-wrapping are refused
- * whatever the lists say: a glob such as `*` would otherwise let them through.
+ * disallowed. A role with no lists leaves the ordinary rules (`undefined`). Root and response-wrapping are not
+ * refused here: create refuses them for every role, whichever rules chose the policies (a glob such as `*` would
+ * let them through).
  */
 export function rolePolicies(role: TokenRole, requested: string[], noDefaultPolicy: boolean, parentPolicies: string[]): string[] | undefined {
   const allowing = role.allowed_policies.length > 0 || role.allowed_policies_glob.length > 0;
@@ -173,7 +174,6 @@ export function rolePolicies(role: TokenRole, requested: string[], noDefaultPoli
   const disallowed = policies.find((p) => role.disallowed_policies.includes(p) || role.disallowed_policies_glob.some((g) => globMatch(g, p)));
   if (disallowed) throw new BadRequestError(`invalid value for field "policies": token policy "${disallowed}" is disallowed by this role`);
   if (noDefaultPolicy) policies = policies.filter((p) => p !== 'default');
-  refuseReservedPolicies('policies', policies);
   return policies;
 }
 
