@@ -14,6 +14,7 @@ import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { redactUrl } from './core/storage/postgres.ts';
 import type { Storage, StorageOp } from './core/storage/types.ts';
+import { StorageView } from './core/storage/view.ts';
 import { openStorage } from './server.ts';
 
 /** Entries copied per destination transaction, and their bytes at most: one commit each, none of them huge. */
@@ -50,16 +51,6 @@ function parseArgs(argv: string[]): { from: string; to: string } {
   return { from, to };
 }
 
-/** Every key of the store; listing is per folder, so this descends into each. */
-async function keysOf(storage: Storage, prefix = ''): Promise<string[]> {
-  const keys: string[] = [];
-  for (const child of await storage.list(prefix)) {
-    if (child.endsWith('/')) keys.push(...(await keysOf(storage, prefix + child)));
-    else keys.push(prefix + child);
-  }
-  return keys;
-}
-
 /** Length-prefixed, so no two different sets of entries hash alike by shifting bytes between a key and a value. */
 function addEntry(hash: Hash, key: string, value: Buffer): void {
   const keyBytes = Buffer.from(key);
@@ -74,7 +65,8 @@ function addEntry(hash: Hash, key: string, value: Buffer): void {
  * collation), hands each to `visit`, and sums them up.
  */
 async function scan(storage: Storage, visit?: (key: string, value: Buffer) => Promise<void>): Promise<Summary> {
-  const keys = (await keysOf(storage)).sort();
+  // Listing is per folder: the whole store's view descends into each.
+  const keys = (await new StorageView(storage, '').listRecursive()).sort();
   const hash = createHash('sha256');
   for (let i = 0; i < keys.length; i += READ_AHEAD) {
     const chunk = keys.slice(i, i + READ_AHEAD);
