@@ -83,8 +83,12 @@ export async function applyBootstrap(core: Core, loaded: LoadedFile): Promise<Bo
     const where = current ? `${formatPath(current.at)} (line ${loaded.lineOf(current.at)}), ${current.name}: ` : '';
     throw new BootstrapApplyError(`${where}${err.message}`, report);
   } finally {
-    await store.putJson(RECORD_KEY, records);
-    await api.call('POST', 'auth/token/revoke-self').catch(() => undefined);
+    try {
+      await store.putJson(RECORD_KEY, records);
+    } finally {
+      // Revoked even when the records could not be written: a root token must not outlive the apply.
+      await api.call('POST', 'auth/token/revoke-self').catch(() => undefined);
+    }
   }
   return report;
 }
