@@ -57,13 +57,13 @@ export const ENV_OVERRIDES = {
 } as const satisfies Partial<Record<keyof CloudConfig, string>>;
 
 export async function readConfig(storage: StorageView): Promise<CloudConfig | undefined> {
-  return (await readConfigGuard(storage)).config;
+  return (await readConfigSnapshot(storage))?.config;
 }
 
-/** The config and the bytes it was read from, which a guarded write (writeConfigGuarded) expects unchanged. */
-export async function readConfigGuard(storage: StorageView): Promise<{ config: CloudConfig | undefined; raw: Buffer | undefined }> {
+/** The config with the bytes it was read from, which a guarded write (writeConfigGuarded) expects unchanged. */
+export async function readConfigSnapshot(storage: StorageView): Promise<{ config: CloudConfig; raw: Buffer } | undefined> {
   const raw = await storage.get(CONFIG_KEY);
-  return { raw, config: raw && configSchema.parse(JSON.parse(raw.toString('utf8'))) };
+  return raw && { config: configSchema.parse(JSON.parse(raw.toString('utf8'))), raw };
 }
 
 export async function writeConfig(storage: StorageView, config: CloudConfig): Promise<void> {

@@ -17,7 +17,7 @@ import { definePath, type PathDefinition } from '../../core/framework.ts';
 import { newUuid } from '../../core/ids.ts';
 import { scopeFor } from '../../providers/azure/environments.ts';
 import { withRetry, type RetryOptions } from '../../providers/azure/retry.ts';
-import { effectiveConfig, overriddenFields, readConfig, readConfigGuard, writeConfig, writeConfigGuarded, type CloudConfig, type PendingRoot } from './config.ts';
+import { effectiveConfig, overriddenFields, readConfig, readConfigSnapshot, writeConfig, writeConfigGuarded, type CloudConfig, type PendingRoot } from './config.ts';
 import type { CloudEngine } from './engine.ts';
 import { DEFAULT_ROOT_BACKOFF, failedState, rootRotationPlan, rootRotationTimer, rotatedState, type RetryBackoff } from '../root-rotation.ts';
 import type { LeaderTimer } from '../leader-timer.ts';
@@ -77,7 +77,8 @@ export class RootRotation {
   rotate({ scheduled = false } = {}): Promise<string[] | undefined> {
     return this.#engine.locks.run('config', async () => {
       const e = this.#engine;
-      const { config: stored, raw } = await readConfigGuard(e.storage);
+      const snapshot = await readConfigSnapshot(e.storage);
+      const stored = snapshot?.config;
       if (scheduled) {
         const plan = scheduledState(stored) && rootRotationPlan(stored!, e.clock.now());
         if (!plan || plan.runAt > e.clock.now() || !e.system.leading()) return undefined;
@@ -112,7 +113,7 @@ export class RootRotation {
         const added = await graph.addApplicationPassword(app.id, { displayName, endDateTime: expiration });
         pending = { client_secret: added.secretText, key_id: added.keyId, display_name: displayName, expiration: added.endDateTime, previous_key_id: previousKeyId, app_object_id: app.id };
         if (!scheduled) await writeConfig(e.storage, { ...stored, pending_root: pending });
-        else if (!(await writeConfigGuarded(e.storage, { ...stored, pending_root: pending }, raw, e.system.fence()))) {
+        else if (!(await writeConfigGuarded(e.storage, { ...stored, pending_root: pending }, snapshot?.raw, e.system.fence()))) {
           // No longer the leader, or the config changed meanwhile: the password added is taken away again.
           await e.wal.compensate(walId, e.clientsFor(config));
           return undefined;
@@ -146,10 +147,10 @@ export class RootRotation {
     const e = this.#engine;
     await e.locks.run('config', async () => {
       for (let attempt = 0; attempt < 3; attempt++) {
-        const { config: stored, raw } = await readConfigGuard(e.storage);
-        if (!stored) return;
-        const next = failedState(stored, e.clock.now(), message, this.#opts.backoff ?? DEFAULT_ROOT_BACKOFF);
-        if ((await writeConfigGuarded(e.storage, next, raw, e.system.fence())) || !e.system.leading()) return;
+        const snapshot = await readConfigSnapshot(e.storage);
+        if (!snapshot) return;
+        const next = failedState(snapshot.config, e.clock.now(), message, this.#opts.backoff ?? DEFAULT_ROOT_BACKOFF);
+        if ((await writeConfigGuarded(e.storage, next, snapshot.raw, e.system.fence())) || !e.system.leading()) return;
       }
     });
   }
