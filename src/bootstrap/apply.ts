@@ -236,9 +236,8 @@ class Applier {
 
   async #record(key: string, d: Declared): Promise<void> {
     const after = d.kind === 'audit' ? await this.#auditDevice(d.path) : await this.#api.read(d.path);
-    const fields = Object.fromEntries(Object.entries(d.body).map(([k, v]) => [k, this.#hash(v)]));
     const observed = Object.fromEntries(Object.keys(d.body).filter((k) => after && k in after).map((k) => [k, this.#hash(after![k])]));
-    this.#records.objects[key] = { fields, observed };
+    this.#records.objects[key] = { fields: this.#fieldHashes(d.body), observed };
   }
 
   /**
@@ -254,7 +253,7 @@ class Applier {
     if (exists && !this.#difference(key, d.body, {})) return 'unchanged';
     if (exists) await this.#api.write('POST', 'auth/token/revoke', { token: id });
     await this.#api.write('POST', d.path, d.body);
-    this.#records.objects[key] = { fields: Object.fromEntries(Object.entries(d.body).map(([k, v]) => [k, this.#hash(v)])), observed: {} };
+    this.#records.objects[key] = { fields: this.#fieldHashes(d.body), observed: {} };
     return exists ? 'changed' : 'created';
   }
 
@@ -271,6 +270,11 @@ class Applier {
       delete this.#records.objects[`object:${path}`];
       this.#report.removed.push(scope.list === 'sys/auth' ? `auth/${name}` : table ? name : path);
     }
+  }
+
+  /** The keyed hash of each of the body's fields, as a record keeps them. */
+  #fieldHashes(body: Body): Record<string, string> {
+    return Object.fromEntries(Object.entries(body).map(([k, v]) => [k, this.#hash(v)]));
   }
 
   #hash(value: unknown): string {
