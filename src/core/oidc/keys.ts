@@ -104,10 +104,6 @@ export class KeyStore {
     this.#view = view;
   }
 
-  async get(name: string): Promise<NamedKey | undefined> {
-    return (await this.snapshot(name))?.key;
-  }
-
   /** The key with the bytes it was read from, for `replace`. */
   async snapshot(name: string): Promise<{ key: NamedKey; raw: Buffer } | undefined> {
     const raw = await this.#view.get(`key/${name}`);
