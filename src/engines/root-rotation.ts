@@ -14,7 +14,7 @@ import { z } from 'zod';
 import type { Clock } from '../core/clock.ts';
 import { BadRequestError, StrongroomError } from '../core/errors.ts';
 import { field } from '../core/fields.ts';
-import { MAX_SCHEDULE_LENGTH, ScheduleError, nextDue, resolveSchedule, retryDelayMs, scheduleOf, whenToRun, type RotationSchedule, type ScheduleFields } from '../lib/rotation-schedule.ts';
+import { MAX_SCHEDULE_LENGTH, ScheduleError, nextDue, resolveSchedule, retryDelayMs, sameSchedule, storedSchedule, storedScheduleFields, whenToRun } from '../lib/rotation-schedule.ts';
 import type { MountMetrics } from '../core/framework.ts';
 import { ROOT_ROTATIONS_SCHEDULED } from '../telemetry/families.ts';
 import { LeaderTimer } from './leader-timer.ts';
@@ -60,15 +60,6 @@ export const rootScheduleFields = {
 };
 type ScheduleRequest = { [K in keyof typeof rootScheduleFields]?: K extends 'rotation_schedule' ? string : K extends 'disable_automated_rotation' ? boolean : number };
 
-const asFields = (s: RootScheduleState): ScheduleFields => ({
-  rotation_period: s.rotation_period || undefined,
-  rotation_schedule: s.rotation_schedule || undefined,
-  rotation_window: s.rotation_window || undefined,
-  disable_automated_rotation: s.disable_automated_rotation,
-});
-
-const sameSchedule = (a: RotationSchedule, b: RotationSchedule): boolean => JSON.stringify(a) === JSON.stringify(b);
-
 /**
  * The schedule fields a config write sent, applied to the stored state: a 400 naming the field for a bad value or
  * combination, nothing changed when the write names none of them. A changed schedule counts a period from the last
@@ -79,7 +70,7 @@ export function applyScheduleFields<T extends RootScheduleState>(sent: ScheduleR
   if (Object.values(sent).every((v) => v === undefined)) return stored;
   let resolved: ReturnType<typeof resolveSchedule>;
   try {
-    resolved = resolveSchedule(sent, { minPeriod: MIN_ROOT_ROTATION_PERIOD, current: asFields(stored), optional: true });
+    resolved = resolveSchedule(sent, { minPeriod: MIN_ROOT_ROTATION_PERIOD, current: storedScheduleFields(stored), optional: true });
   } catch (err) {
     if (err instanceof ScheduleError) throw new BadRequestError(err.message);
     throw err;
@@ -91,14 +82,14 @@ export function applyScheduleFields<T extends RootScheduleState>(sent: ScheduleR
     rotation_window: resolved.rotation_window ?? 0,
     disable_automated_rotation: resolved.disable_automated_rotation ?? false,
   };
-  if (sameSchedule(scheduleOf(asFields(stored)), resolved.schedule)) return next;
+  if (sameSchedule(storedSchedule(stored), resolved.schedule)) return next;
   const from = resolved.schedule.kind === 'period' && lastRotation > 0 ? lastRotation : now;
   return { ...next, root_rotation_due: nextDue(resolved.schedule, from) ?? 0, root_rotation_retry_at: 0 };
 }
 
 /** When the leader runs the next automated rotation (and the occurrence it belongs to); undefined when none is due. */
 export function rootRotationPlan(state: RootScheduleState, now: number): { runAt: number; dueMs: number } | undefined {
-  const schedule = scheduleOf(asFields(state));
+  const schedule = storedSchedule(state);
   if (schedule.kind === 'manual' || !state.root_rotation_due) return undefined;
   // A pending retry is the earliest the occurrence may run again; whenToRun moves it past a closed window.
   return whenToRun(schedule, state.root_rotation_due, Math.max(now, state.root_rotation_retry_at));
@@ -107,7 +98,7 @@ export function rootRotationPlan(state: RootScheduleState, now: number): { runAt
 /** The state a rotation at `at` (automated or rotate-root) leaves: the next occurrence, no error. */
 export function rotatedState<T extends RootScheduleState>(state: T, at: number): T {
   return {
-    ...state, root_rotation_due: nextDue(scheduleOf(asFields(state)), at) ?? 0, root_rotation_retry_at: 0,
+    ...state, root_rotation_due: nextDue(storedSchedule(state), at) ?? 0, root_rotation_retry_at: 0,
     root_rotation_error: '', root_rotation_error_time: 0, root_rotation_failures: 0,
   };
 }
@@ -115,7 +106,7 @@ export function rotatedState<T extends RootScheduleState>(state: T, at: number):
 /** The state after an automated rotation failed at `now`: the error, and a retry with backoff inside the window. */
 export function failedState<T extends RootScheduleState>(state: T, now: number, message: string, backoff: RetryBackoff): T {
   const failures = state.root_rotation_failures + 1;
-  const schedule = scheduleOf(asFields(state));
+  const schedule = storedSchedule(state);
   const retry = now + retryDelayMs(failures, backoff.baseMs, backoff.maxMs);
   const plan = schedule.kind === 'manual' || !state.root_rotation_due ? undefined : whenToRun(schedule, state.root_rotation_due, retry);
   return {

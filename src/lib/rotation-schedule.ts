@@ -111,6 +111,30 @@ export function resolveSchedule(given: ScheduleFields, { minPeriod, current, opt
   return { ...fields, schedule: schedule !== undefined ? { kind: 'cron', schedule: schedule.trim(), window: window ?? 0 } : { kind: 'period', period: period! } };
 }
 
+/** The schedule fields as a record stores them: 0 and '' are "not set". */
+export interface StoredScheduleFields {
+  rotation_period: number;
+  rotation_schedule: string;
+  rotation_window: number;
+  disable_automated_rotation: boolean;
+}
+
+/** A stored record's schedule fields as resolveSchedule and scheduleOf take them (0 and '' become absent). */
+export function storedScheduleFields(s: StoredScheduleFields): ScheduleFields {
+  return {
+    rotation_period: s.rotation_period || undefined,
+    rotation_schedule: s.rotation_schedule || undefined,
+    rotation_window: s.rotation_window || undefined,
+    disable_automated_rotation: s.disable_automated_rotation,
+  };
+}
+
+/** The schedule of a stored record. */
+export const storedSchedule = (s: StoredScheduleFields): RotationSchedule => scheduleOf(storedScheduleFields(s));
+
+/** Whether two schedules rotate alike (both built by scheduleOf or resolveSchedule). */
+export const sameSchedule = (a: RotationSchedule, b: RotationSchedule): boolean => JSON.stringify(a) === JSON.stringify(b);
+
 /** The schedule of stored fields already checked by resolveSchedule. */
 export function scheduleOf(fields: ScheduleFields): RotationSchedule {
   if (fields.disable_automated_rotation) return { kind: 'manual' };

@@ -11,7 +11,7 @@ import type { StorageOp } from '../../core/storage/types.ts';
 import { jsonBytes, type StorageView } from '../../core/storage/view.ts';
 import { dnEquals, isValidDn } from '../../providers/ldap/dn.ts';
 import { LdapProviderError } from '../../providers/ldap/errors.ts';
-import { ScheduleError, nextDue, resolveSchedule, scheduleOf, whenToRun, type ScheduleFields } from '../../lib/rotation-schedule.ts';
+import { ScheduleError, nextDue, resolveSchedule, sameSchedule, storedSchedule, storedScheduleFields, whenToRun, type RotationSchedule, type ScheduleFields } from '../../lib/rotation-schedule.ts';
 import { refuseBindAccount, type AccountIdentity, type AccountOwner } from './accounts.ts';
 import { missingConfigError, readConfig, type LdapEngine, type LdapEnginePart } from './config.ts';
 import { clearDriftOp, readDriftMark } from './drift-marks.ts';
@@ -117,17 +117,7 @@ export const rfc3339 = (ms: number): string => (ms > 0 ? new Date(ms).toISOStrin
 
 // ---- schedule --------------------------------------------------------------------------------------
 
-/** The schedule fields of a stored role, as resolveSchedule takes them (0 and "" are "not set"). */
-function storedScheduleFields(role: StaticRole): ScheduleFields {
-  return {
-    rotation_period: role.rotation_period || undefined,
-    rotation_schedule: role.rotation_schedule || undefined,
-    rotation_window: role.rotation_window || undefined,
-    disable_automated_rotation: role.disable_automated_rotation,
-  };
-}
-
-export const roleSchedule = (role: StaticRole) => scheduleOf(storedScheduleFields(role));
+export const roleSchedule = (role: StaticRole): RotationSchedule => storedSchedule(role);
 
 /**
  * When the role's next attempt runs, and the occurrence it belongs to; undefined when nothing runs it but a rotation
@@ -439,7 +429,7 @@ async function updateRole(engine: LdapEngine, role: StaticRole, req: RoleRequest
     const next: StaticRole = { ...current, ...validateSchedule(sent, current), password_policy: passwordPolicy ?? current.password_policy };
     if (dn !== undefined) next.dn = dn ? current.dn : '';
     // A new schedule sets the next due time; a role waiting for a retry keeps its retry time and occurrence.
-    if (JSON.stringify(roleSchedule(next)) !== JSON.stringify(roleSchedule(current)) && current.failed_attempts === 0) {
+    if (!sameSchedule(roleSchedule(next), roleSchedule(current)) && current.failed_attempts === 0) {
       next.next_rotation = next.due_at = firstDue(next, now);
     }
     return next;
