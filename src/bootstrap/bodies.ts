@@ -10,9 +10,9 @@
 import { deviceConfig, deviceOptionNames, type AuditSettings } from '../core/audit/options.ts';
 import { BadRequestError } from '../core/errors.ts';
 import { validateFields } from '../core/fields.ts';
-import { BUILTIN_MOUNTS, endpointAt, registeredType, typeNames, type MountRef } from './endpoints.ts';
+import { BUILTIN_MOUNTS, endpointAt, registeredType, roleKinds, typeNames, type MountRef } from './endpoints.ts';
 import { declaredObjects } from './plan.ts';
-import { AUTH_TYPE_KINDS, SECRET_TYPE_KINDS, type AuditDevice, type BootstrapFile, type RoleKind, type YamlPath } from './schema.ts';
+import type { AuditDevice, BootstrapFile, RoleKind, YamlPath } from './schema.ts';
 
 type Add = (path: YamlPath, message: string) => void;
 
@@ -61,7 +61,7 @@ function lacksKind(spec: BootstrapFile, at: YamlPath): boolean {
   const [cls, i, kind] = at;
   if (at.length !== 4 || (cls !== 'mounts' && cls !== 'auth')) return false;
   const type = spec[cls]![i as number].type;
-  return !((cls === 'mounts' ? SECRET_TYPE_KINDS : AUTH_TYPE_KINDS)[type] ?? []).includes(kind as RoleKind);
+  return !roleKinds(cls === 'auth' ? 'auth' : 'secret', type).includes(kind as RoleKind);
 }
 
 /** Audit devices' options, by the rules the server enables a device with (after references resolve: they are values). */

@@ -17,6 +17,7 @@ import { MemoryStorage } from '../core/storage/memory.ts';
 import { StorageView } from '../core/storage/view.ts';
 import { backendTypes } from '../engines.ts';
 import { NO_METRICS } from '../core/metrics.ts';
+import { TYPE_ROLE_KINDS, type RoleKind } from './schema.ts';
 
 export type MountClass = 'secret' | 'auth';
 
@@ -33,6 +34,12 @@ export const BUILTIN_MOUNTS: Record<string, MountRef> = {
 export function registeredType(cls: MountClass, type: string): string | undefined {
   const own = backendTypes.aliases?.[cls]?.[type] ?? type;
   return Object.hasOwn(backendTypes[cls], own) ? own : undefined;
+}
+
+/** The role kinds a mount of `cls` and `type` (by any name the server accepts) has; none for a type it does not know. */
+export function roleKinds(cls: MountClass, type: string): readonly RoleKind[] {
+  const own = registeredType(cls, type);
+  return own !== undefined && Object.hasOwn(TYPE_ROLE_KINDS[cls], own) ? TYPE_ROLE_KINDS[cls][own] : [];
 }
 
 /** The types a mount of `cls` may have, by every name the server accepts. */

@@ -8,7 +8,8 @@ import type { z } from 'zod';
 import type { AuditSettings } from '../core/audit/options.ts';
 import { parseDurationSecond } from '../core/durations.ts';
 import { checkAuditDevices, checkBodies, suggestion } from './bodies.ts';
-import { AUTH_TYPE_KINDS, BOOTSTRAP_LIMITS, DURATION_KEY, ROLE_KINDS, SECRET_TYPE_KINDS, bootstrapSchema, keysAt, salvage, type BootstrapFile, type YamlPath } from './schema.ts';
+import { roleKinds } from './endpoints.ts';
+import { BOOTSTRAP_LIMITS, DURATION_KEY, ROLE_KINDS, bootstrapSchema, keysAt, salvage, type BootstrapFile, type YamlPath } from './schema.ts';
 import { ReferenceError, parseTemplate, processReferences, readBounded, renderTemplate, type ReferenceSource } from './references.ts';
 
 
@@ -164,7 +165,7 @@ function checkRules(spec: BootstrapFile, options: LoadOptions, add: (path: YamlP
   };
   const mountPaths = new Map<string, number>();
   const authPaths = new Map<string, number>();
-  for (const [cls, list, kindsOf] of [['mounts', spec.mounts ?? [], SECRET_TYPE_KINDS], ['auth', spec.auth ?? [], AUTH_TYPE_KINDS]] as const) {
+  for (const [cls, list] of [['mounts', spec.mounts ?? []], ['auth', spec.auth ?? []]] as const) {
     list.forEach((m, i) => {
       objects++;
       const at: YamlPath = [cls, i];
@@ -174,7 +175,7 @@ function checkRules(spec: BootstrapFile, options: LoadOptions, add: (path: YamlP
       checkDurations([...at, 'tune'], m.tune, add, true);
       checkDurations([...at, 'config'], m.config, add);
       if (m.config) objects++;
-      const kinds = kindsOf[m.type] ?? [];
+      const kinds = roleKinds(cls === 'auth' ? 'auth' : 'secret', m.type);
       for (const kind of ROLE_KINDS) {
         const roles = (m as Partial<Record<(typeof ROLE_KINDS)[number], Array<{ name: string }>>>)[kind];
         const pruned = (m.prune as Record<string, boolean | undefined> | undefined)?.[kind];

@@ -30,14 +30,14 @@ export const BOOTSTRAP_LIMITS = Object.freeze({
 
 const IDENTIFIER_LENGTH = 256;
 
-/** The engine and auth method types whose role kinds the file knows, by every name the server accepts. */
-export const SECRET_TYPE_KINDS: Record<string, readonly RoleKind[]> = {
-  ldap: ['static_roles', 'dynamic_roles', 'library_sets'],
-  openldap: ['static_roles', 'dynamic_roles', 'library_sets'],
-  cloud: ['roles'],
-  azure: ['roles'],
+/**
+ * The role kinds of each engine and auth method type the file knows, by the type the server stores a mount under;
+ * Vault's names for the same types resolve to these through the server's own alias table (roleKinds, endpoints.ts).
+ */
+export const TYPE_ROLE_KINDS: Record<'secret' | 'auth', Record<string, readonly RoleKind[]>> = {
+  secret: { ldap: ['static_roles', 'dynamic_roles', 'library_sets'], cloud: ['roles'] },
+  auth: { cloud: ['roles'] },
 };
-export const AUTH_TYPE_KINDS: Record<string, readonly RoleKind[]> = { cloud: ['roles'], azure: ['roles'] };
 
 export const ROLE_KINDS = ['static_roles', 'dynamic_roles', 'library_sets', 'roles'] as const;
 export type RoleKind = (typeof ROLE_KINDS)[number];
