@@ -9,7 +9,7 @@ import {
 import type { LdapEngine } from './config.ts';
 import { allLibrarySetNames, readAccount, readLibrarySet } from './library-store.ts';
 import { readRotationFailures } from './rotation-failures.ts';
-import { listStaticRoleNames, readStaticRole, roleSchedule } from './static-roles.ts';
+import { readStaticRoles, roleSchedule } from './static-roles.ts';
 
 export function registerLdapGauges(engine: LdapEngine): void {
   const { metrics } = engine.ctx;
@@ -32,7 +32,7 @@ export function registerLdapGauges(engine: LdapEngine): void {
  */
 async function rotationHealth(engine: LdapEngine) {
   const now = engine.clock.now();
-  const roles = (await Promise.all((await listStaticRoleNames(engine.storage)).map((name) => readStaticRole(engine.storage, name)))).filter((r) => r !== undefined);
+  const roles = await readStaticRoles(engine.storage);
   const oldestDue = Math.min(now, ...roles.filter((r) => roleSchedule(r).kind !== 'manual').map((r) => r.due_at));
   return {
     roles: roles.length,

@@ -12,7 +12,7 @@
 import { definePath } from '../../core/framework.ts';
 import type { LdapEngine, LdapEnginePart } from './config.ts';
 import { listDriftMarks, type DriftMark } from './drift-marks.ts';
-import { listStaticRoleNames, readStaticRole, rfc3339, staticRoleTarget, type StaticRole } from './static-roles.ts';
+import { readStaticRoles, rfc3339, staticRoleTarget, type StaticRole } from './static-roles.ts';
 
 export type FailureKind = 'rotation' | 'drift';
 
@@ -46,7 +46,7 @@ export function rotationFailures(roles: StaticRole[], marks: DriftMark[]): Map<s
 
 /** Every static role and drift mark of the mount, read now. */
 export async function readRotationFailures(engine: Pick<LdapEngine, 'storage'>, roles?: StaticRole[]): Promise<Map<string, RotationFailure>> {
-  const stored = roles ?? (await Promise.all((await listStaticRoleNames(engine.storage)).map((name) => readStaticRole(engine.storage, name)))).filter((r) => r !== undefined);
+  const stored = roles ?? (await readStaticRoles(engine.storage));
   return rotationFailures(stored, await listDriftMarks(engine.storage));
 }
 

@@ -109,6 +109,11 @@ export async function listStaticRoleNames(storage: StorageView): Promise<string[
   return (await storage.listRecursive(PREFIX)).map((k) => k.slice(PREFIX.length));
 }
 
+/** Every static role of the mount, read now (one deleted between the list and its read is left out). */
+export async function readStaticRoles(storage: StorageView): Promise<StaticRole[]> {
+  return (await Promise.all((await listStaticRoleNames(storage)).map((name) => readStaticRole(storage, name)))).filter((r) => r !== undefined);
+}
+
 const owner = (name: string): AccountOwner => ({ kind: 'static-role', name });
 const identities = (role: Pick<StaticRole, 'username' | 'dn' | 'resolved_dn'>): AccountIdentity[] =>
   [{ username: role.username, dn: role.resolved_dn || role.dn || undefined }];
