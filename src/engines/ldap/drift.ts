@@ -159,8 +159,8 @@ class DriftVerifier {
     const fence = engine.ctx.system.fence();
     if (bound) {
       engine.ctx.metrics.counter(LDAP_DRIFT_VERIFICATIONS).inc({ target: kind, result: 'verified' });
-      if (await readDriftMark(engine.storage, target)) {
-        await engine.storage.transaction([clearDriftOp(target)], held.guards, [fence]);
+      // Not logged as cleared when a guard refused it (a rotation began meanwhile, or this node no longer leads).
+      if ((await readDriftMark(engine.storage, target)) && (await engine.storage.transaction([clearDriftOp(target)], held.guards, [fence]))) {
         engine.ctx.logger.info({ account: name }, 'drift mark cleared: the password the server holds binds again');
       }
       return 'verified';
