@@ -95,8 +95,9 @@ export const processReferences: ReferenceSource = { env: process.env, readFile: 
 export function resolveReference(ref: Reference, source: ReferenceSource): string {
   const max = BOOTSTRAP_LIMITS.referenceValueBytes;
   if (ref.kind === 'env') {
+    // Only a string is a set variable: ${constructor} or ${__proto__} would otherwise find Object.prototype's members.
     const v = source.env[ref.name];
-    if (v === undefined) throw new ReferenceError(`${describeReference(ref)}: the environment variable ${ref.name} is not set`);
+    if (typeof v !== 'string') throw new ReferenceError(`${describeReference(ref)}: the environment variable ${ref.name} is not set`);
     if (Buffer.byteLength(v) > max) throw new ReferenceError(`${describeReference(ref)}: longer than the maximum of ${max} bytes`);
     return v;
   }
