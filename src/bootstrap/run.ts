@@ -45,8 +45,9 @@ export function reloader(core: Core, file: string, options: LoadOptions, logger:
     try {
       loaded = loadBootstrapFile(file, options);
     } catch (err) {
-      if (!(err instanceof BootstrapInvalidError)) throw err;
-      logger.error({ file, errors: err.lines() }, 'bootstrap file is invalid: nothing was changed');
+      // Nothing awaits a SIGHUP's run: an error thrown from here would end the server as an unhandled rejection.
+      if (err instanceof BootstrapInvalidError) logger.error({ file, errors: err.lines() }, 'bootstrap file is invalid: nothing was changed');
+      else logger.error({ file, reason: (err as Error).message }, 'bootstrap file could not be checked: nothing was changed');
       return;
     }
     await applyAndLog(core, file, loaded, logger).catch((err) => {
