@@ -222,10 +222,10 @@ export async function rotateStaticRole(engine: LdapEngine, name: string, { sched
       if (searchedDn !== undefined) await releaseStaleDn(engine, name, searchedDn, role.resolved_dn);
       // Another node rotated the role at the same time, with the same password (it found this change's WAL, or this
       // change found its): that rotation is this one's, recorded once.
-      const now = await readStaticRole(engine.storage, name).catch(() => undefined);
-      if (err instanceof ConflictError && now && now.last_rotation > role.last_rotation) {
-        reschedule(engine, now);
-        return now;
+      const stored = err instanceof ConflictError ? await readStaticRole(engine.storage, name).catch(() => undefined) : undefined;
+      if (stored && stored.last_rotation > role.last_rotation) {
+        reschedule(engine, stored);
+        return stored;
       }
       await recordFailure(engine, role, err, { dueMs, applied });
       throw err;
