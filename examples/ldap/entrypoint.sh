@@ -62,13 +62,16 @@ if [ ! -e "$state/data/data.mdb" ]; then
     password="${LDAP_BIND_PASSWORD:-}"
   fi
   [ -n "$password" ] || fail "set LDAP_BIND_PASSWORD_FILE or LDAP_BIND_PASSWORD: the Strongroom bind account needs a password"
-  # Hashed from a file, so the password never appears in a process's arguments.
+  # Hashed from a file, so the password never appears in a process's arguments; removed even if hashing fails.
   plain="$state/.bind-password"
+  trap 'rm -f "$plain"' EXIT
   printf '%s' "$password" >"$plain"
   hash="$(slappasswd -T "$plain")"
   rm -f "$plain"
+  trap - EXIT
+  # A load that fails leaves no database behind: the next start loads again instead of serving a partial tree.
   { cat "$seed"; printf '\ndn: %s\nobjectClass: inetOrgPerson\ncn: strongroom\nsn: strongroom\nuserPassword: %s\n' "$bind_dn" "$hash"; } |
-    slapadd -q -f "$state/slapd.conf"
+    slapadd -q -f "$state/slapd.conf" || { rm -f "$state/data/data.mdb" "$state/data/lock.mdb"; fail "$seed and $bind_dn could not be loaded"; }
   echo "strongroom-ldap: loaded $seed and $bind_dn into $state/data" >&2
 fi
 
