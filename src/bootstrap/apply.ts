@@ -72,7 +72,7 @@ export async function applyBootstrap(core: Core, loaded: LoadedFile): Promise<Bo
   const applier = new Applier(api, records, report);
   let current: Declared | undefined;
   try {
-    for (const d of declaredObjects(loaded.spec)) {
+    for (const d of declaredObjects(loaded.spec, loaded.fromReference)) {
       current = d;
       await applier.apply(d);
     }

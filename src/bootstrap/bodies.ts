@@ -33,7 +33,7 @@ export function checkBodies(spec: BootstrapFile, add: Add, reported: (at: YamlPa
       mounts.set(full, known ? { class: cls, type: m.type } : undefined);
     });
   }
-  for (const d of declaredObjects(spec)) {
+  for (const d of declaredObjects(spec, fromReference)) {
     const prefix = [...mounts.keys()].filter((p) => d.path.startsWith(p)).reduce((a, b) => (b.length > a.length ? b : a), '');
     const mount = mounts.get(prefix);
     // An unknown type was reported above.

@@ -48,6 +48,8 @@ export interface LoadedFile {
   spec: BootstrapFile;
   /** The line an object or field was written on, for errors met while applying. */
   lineOf(path: YamlPath): number;
+  /** Whether the file wrote the value at `path` with a reference: what it resolved to is never shown. */
+  fromReference(path: YamlPath): boolean;
 }
 
 export function formatPath(path: YamlPath): string {
@@ -101,10 +103,11 @@ export function parseBootstrap(file: string, text: string, options: LoadOptions)
     const p = formatPath(at);
     return issues.some((i) => i.path === p || i.path.startsWith(`${p}.`) || i.path.startsWith(`${p}[`));
   };
-  checkBodies(resolved, add, reported, (at) => JSON.stringify(valueAt(spec, at) ?? '').includes('${'));
+  const fromReference = (at: YamlPath) => JSON.stringify(valueAt(spec, at) ?? '').includes('${');
+  checkBodies(resolved, add, reported, fromReference);
   checkAuditDevices(resolved.audit, options.audit ?? { allowPrefix: false, allowRaw: false }, add, reported);
   if (issues.length) throw new BootstrapInvalidError(file, sortIssues(issues));
-  return { spec: resolved, lineOf };
+  return { spec: resolved, lineOf, fromReference };
 }
 
 function sortIssues(issues: BootstrapIssue[]): BootstrapIssue[] {

@@ -46,7 +46,8 @@ export const BUILTIN_TYPES = new Set(['system', 'identity', 'token']);
 /** Policies a prune never removes. */
 export const BUILTIN_POLICIES = new Set(['root', 'default']);
 
-export function declaredObjects(spec: BootstrapFile): Declared[] {
+/** `fromReference`: whether a value came from a reference, so that a name never shows what one resolved to. */
+export function declaredObjects(spec: BootstrapFile, fromReference: (at: YamlPath) => boolean): Declared[] {
   const mounts: Declared[] = [];
   const configs: Declared[] = [];
   const roles: Declared[] = [];
@@ -78,7 +79,8 @@ export function declaredObjects(spec: BootstrapFile): Declared[] {
   // flatMap skips the holes a file with invalid elements leaves in its lists (salvage, schema.ts); map keeps them.
   const audit: Declared[] = (spec.audit ?? []).flatMap(({ path, ...body }, i) => [{ kind: 'audit', name: `sys/audit/${path}`, at: ['audit', i], path: `sys/audit/${path}`, body }]);
   const tokens: Declared[] = (spec.tokens ?? []).flatMap((t, i) => [{
-    kind: 'token', name: `tokens[${i}]${typeof t.display_name === 'string' ? ` (${t.display_name})` : ''}`, at: ['tokens', i], path: 'auth/token/create-orphan', body: t,
+    kind: 'token', name: `tokens[${i}]${typeof t.display_name === 'string' && !fromReference(['tokens', i, 'display_name']) ? ` (${t.display_name})` : ''}`,
+    at: ['tokens', i], path: 'auth/token/create-orphan', body: t,
   }]);
   return [...mounts, ...policies, ...audit, ...configs, ...roles, ...tokens];
 }
