@@ -5,13 +5,11 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { afterEach, beforeEach, describe, expect, inject, it, vi } from 'vitest';
 import { FakeClock } from '../../src/core/clock.ts';
-import { storagePrefix } from '../../src/core/mounts.ts';
-import { StorageView } from '../../src/core/storage/view.ts';
 import { readDriftMark } from '../../src/engines/ldap/drift-marks.ts';
 import { writeWal } from '../../src/engines/ldap/rotation.ts';
 import { canBind, createIsolatedOu, resetPassword, type IsolatedOu } from '../support/slapd.ts';
 import { testServers, type TestServer } from '../support/server.ts';
-import { configure, cred, ok } from '../support/ldap-engine.ts';
+import { configure, cred, ok, mountStorage } from '../support/ldap-engine.ts';
 import { parseScrape } from '../support/prometheus.ts';
 import { startTcpProxy } from '../support/tcp-proxy.ts';
 
@@ -33,7 +31,7 @@ afterEach(async () => {
 async function ldappasswd(dn: string, password: string): Promise<void> {
   await promisify(execFile)('ldappasswd', ['-x', '-H', facts.url, '-D', facts.rootDn, '-w', facts.rootPassword, '-s', password, dn]);
 }
-const mark = (s: TestServer, target: string) => readDriftMark(new StorageView(s.core.barrier, storagePrefix(s.core.mounts.get('ldap/')!)), target);
+const mark = (s: TestServer, target: string) => readDriftMark(mountStorage(s), target);
 async function metric(s: TestServer, name: string, labels: Record<string, string>): Promise<number> {
   const r = await s.app.inject({ method: 'GET', url: '/v1/sys/metrics?format=prometheus', headers: { 'x-vault-token': 'root' } });
   return parseScrape(r.body).value(name, { mount: 'ldap/', ...labels }) ?? 0;
@@ -150,7 +148,7 @@ describe('POST ldap/config verify_period: drift detection', () => {
 
   it('"roles with a rotation in progress (a WAL present) are skipped that round"', async () => {
     const { s, clock } = await world();
-    await writeWal(new StorageView(s.core.barrier, storagePrefix(s.core.mounts.get('ldap/')!)), {
+    await writeWal(mountStorage(s), {
       id: 'pending', target: 'static-role/alice', new_password: 'Wal-Password-Being-Applied-1', password_source: 'length:64', dn: '', created: clock.now(),
     });
     // The rotation under way has reached the directory, not yet the role's record.

@@ -4,12 +4,10 @@
 import { randomBytes } from 'node:crypto';
 import { afterEach, beforeEach, describe, expect, inject, it, vi } from 'vitest';
 import { FakeClock } from '../../src/core/clock.ts';
-import { storagePrefix } from '../../src/core/mounts.ts';
-import { StorageView } from '../../src/core/storage/view.ts';
 import { readConfig } from '../../src/engines/ldap/config.ts';
 import { canBind, createIsolatedOu, type IsolatedOu } from '../support/slapd.ts';
 import { testServers, type TestServer } from '../support/server.ts';
-import { configure, ok } from '../support/ldap-engine.ts';
+import { configure, ok, mountStorage } from '../support/ldap-engine.ts';
 import { parseScrape } from '../support/prometheus.ts';
 import { startTcpProxy } from '../support/tcp-proxy.ts';
 import { createDatabase } from '../support/postgres.ts';
@@ -30,7 +28,7 @@ afterEach(async () => {
   await ou.cleanup();
 });
 
-const storedConfig = async (s: TestServer) => (await readConfig(new StorageView(s.core.barrier, storagePrefix(s.core.mounts.get('ldap/')!))))!;
+const storedConfig = async (s: TestServer) => (await readConfig(mountStorage(s)))!;
 const readBack = async (s: TestServer) => (await s.request('GET', 'ldap/config')).body.data;
 async function scheduled(s: TestServer, result: 'success' | 'failure'): Promise<number> {
   const r = await s.app.inject({ method: 'GET', url: '/v1/sys/metrics?format=prometheus', headers: { 'x-vault-token': 'root' } });

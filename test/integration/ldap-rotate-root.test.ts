@@ -2,13 +2,11 @@ import { randomBytes } from 'node:crypto';
 import { afterEach, beforeEach, describe, expect, inject, it, vi } from 'vitest';
 import { FakeClock } from '../../src/core/clock.ts';
 import { MemoryStorage } from '../../src/core/storage/memory.ts';
-import { storagePrefix } from '../../src/core/mounts.ts';
-import { StorageView } from '../../src/core/storage/view.ts';
 import { readConfig } from '../../src/engines/ldap/config.ts';
 import { readWal, writeWal } from '../../src/engines/ldap/rotation.ts';
 import { canBind, createIsolatedOu, resetPassword, type IsolatedOu } from '../support/slapd.ts';
 import { testServers, type TestServer } from '../support/server.ts';
-import { configure, cred, ok, ouConfig } from '../support/ldap-engine.ts';
+import { configure, cred, ok, ouConfig, mountStorage } from '../support/ldap-engine.ts';
 import { FaultyStorage } from '../support/faulty-storage.ts';
 
 const facts = inject('slapd');
@@ -24,7 +22,6 @@ afterEach(async () => {
   await ou.cleanup();
 });
 
-const mountStorage = (s: TestServer) => new StorageView(s.core.barrier, storagePrefix(s.core.mounts.get('ldap/')!));
 const storedConfig = async (s: TestServer) => (await readConfig(mountStorage(s)))!;
 
 /** Proves the engine can still work on the directory: a static role rotates and its password binds. */

@@ -6,10 +6,8 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, inject, it, vi } from 'vitest';
 import { FakeClock } from '../../src/core/clock.ts';
-import { storagePrefix } from '../../src/core/mounts.ts';
-import { StorageView } from '../../src/core/storage/view.ts';
 import { markDrift } from '../../src/engines/ldap/drift-marks.ts';
-import { configure, cred, ok } from '../support/ldap-engine.ts';
+import { configure, cred, ok, mountStorage } from '../support/ldap-engine.ts';
 import { createDatabase } from '../support/postgres.ts';
 import { parseScrape, type Scrape } from '../support/prometheus.ts';
 import { testServers, type TestServer } from '../support/server.ts';
@@ -201,7 +199,7 @@ describe('static-role/:name field rules', () => {
 
   it('"records of earlier versions (rotation_period only) still load and keep their due time"', async () => {
     await ok(s, 'POST', 'ldap/static-role/app', { username: 'user0', rotation_period: '1h' });
-    const storage = new StorageView(s.core.barrier, storagePrefix(s.core.mounts.get('ldap/')!));
+    const storage = mountStorage(s);
     const stored = (await storage.getJson('static-role/app', (raw) => raw as Record<string, unknown>))!;
     const old = Object.fromEntries(Object.entries(stored).filter(([k]) =>
       ['name', 'username', 'dn', 'resolved_dn', 'rotation_period', 'password', 'last_password', 'last_rotation', 'next_rotation', 'last_error', 'last_error_time', 'failed_attempts'].includes(k)));
@@ -500,7 +498,7 @@ describe('LIST ldap/rotation-failures', () => {
     const { s } = await configuredAtFriday();
     await ok(s, 'POST', 'ldap/static-role/app', { username: 'user0', rotation_period: '1h' });
     await ok(s, 'POST', 'ldap/static-role/org/other', { username: 'user1', rotation_period: '1h' });
-    const storage = new StorageView(s.core.barrier, storagePrefix(s.core.mounts.get('ldap/')!));
+    const storage = mountStorage(s);
     await markDrift(storage, 'static-role/app', at('2031-01-03T12:30:00Z'));
     await markDrift(storage, 'library/svc9', at('2031-01-03T12:40:00Z'), 'take-back failed');
     expect(await read(s)).toMatchObject({ drifted: true, drift_detected_at: '2031-01-03T12:30:00.000Z' });

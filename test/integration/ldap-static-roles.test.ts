@@ -8,13 +8,11 @@ import { FakeClock } from '../../src/core/clock.ts';
 import { MemoryStorage } from '../../src/core/storage/memory.ts';
 import { SqliteStorage } from '../../src/core/storage/sqlite.ts';
 import type { StorageOp } from '../../src/core/storage/types.ts';
-import { StorageView } from '../../src/core/storage/view.ts';
-import { storagePrefix } from '../../src/core/mounts.ts';
 import { escapeDnValue } from '../../src/providers/ldap/dn.ts';
 import { readWal, writeWal } from '../../src/engines/ldap/rotation.ts';
 import { canBind, createIsolatedOu, type IsolatedOu } from '../support/slapd.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
-import { configure, cred, ok } from '../support/ldap-engine.ts';
+import { configure, cred, ok, mountStorage } from '../support/ldap-engine.ts';
 import { FaultyStorage } from '../support/faulty-storage.ts';
 
 const facts = inject('slapd');
@@ -49,11 +47,6 @@ async function addPerson(cn: string): Promise<{ dn: string; password: string }> 
     await c.unbind();
   }
   return { dn, password };
-}
-
-/** The mount's storage as the engine sees it (through the barrier), for WAL set-up and checks. */
-function mountStorage(s: TestServer): StorageView {
-  return new StorageView(s.core.barrier, storagePrefix(s.core.mounts.get('ldap/')!));
 }
 
 describe('static role lifecycle', () => {

@@ -1,7 +1,14 @@
 /** Helpers for LDAP engine tests: a server whose `ldap/` mount is configured against an isolated OU. */
 import { expect } from 'vitest';
+import { storagePrefix } from '../../src/core/mounts.ts';
+import { StorageView } from '../../src/core/storage/view.ts';
 import type { IsolatedOu, SlapdFacts } from './slapd.ts';
 import type { TestServer } from './server.ts';
+
+/** The mount's storage as the engine sees it (through the barrier), for set-up and checks of its records. */
+export function mountStorage(s: TestServer, mount = 'ldap'): StorageView {
+  return new StorageView(s.core.barrier, storagePrefix(s.core.mounts.get(`${mount}/`)!));
+}
 
 /** The smallest working config for an isolated OU: its own engine account, users searched under it. */
 export function ouConfig(facts: SlapdFacts, ou: IsolatedOu, extra: Record<string, unknown> = {}): Record<string, unknown> {
