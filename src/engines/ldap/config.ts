@@ -464,7 +464,8 @@ export function configReadData(config: LdapConfig, now: number): Record<string, 
 export function configPart(engine: LdapEngine): LdapEnginePart {
   const { storage } = engine;
   const write = (sent: Partial<Record<ConfigFieldName, unknown>>) => engine.locks.run(CONFIG_KEY, async () => {
-    const existing = await readConfig(storage);
+    const snapshot = await readConfigSnapshot(storage);
+    const existing = snapshot?.config;
     const next = mergeConfig(existing, sent);
     Object.assign(next, applyScheduleFields(sent as Parameters<typeof applyScheduleFields>[0], next, engine.clock.now(), next.last_bind_password_rotation));
     validateConfig(next);
@@ -493,7 +494,9 @@ export function configPart(engine: LdapEngine): LdapEnginePart {
       }
     }
     const ops = [putConfigOp(next), ...(walRaw && newPassword ? [{ type: 'delete', key: ROOT_WAL_KEY } as const] : [])];
-    if (!(await storage.transaction(ops, [{ key: ROOT_WAL_KEY, expected: walRaw }]))) {
+    // Over the config as read, too: a whole rotate-root on another node between the read and this write leaves no
+    // WAL behind, and writing the old bindpass back would lose the password the directory now has.
+    if (!(await storage.transaction(ops, [{ key: ROOT_WAL_KEY, expected: walRaw }, { key: CONFIG_KEY, expected: snapshot?.raw }]))) {
       throw new ConflictError('a rotate-root changed the bind password meanwhile; retry the request');
     }
   });

@@ -9,6 +9,7 @@
  * (root-rotation.ts): the same change, fenced as leader work.
  */
 import { definePath } from '../../core/framework.ts';
+import type { StorageCondition } from '../../core/storage/types.ts';
 import { CONFIG_KEY, ROOT_GRACE_MS, putConfigOp, readConfig, readConfigSnapshot, type LdapEngine, type LdapEnginePart } from './config.ts';
 import { changePasswordWithWal, readWal } from './rotation.ts';
 import { failedState, rootRotationPlan, rootRotationTimer, rotatedState } from '../root-rotation.ts';
@@ -30,15 +31,20 @@ export async function rotateRoot(engine: LdapEngine, { scheduled = false } = {})
     }
     const { client } = await engine.connections.get();
     const entry = await client.findBindEntry();
+    // Filled by commit and read after it: the new password is recorded over the config as commit read it, so a config
+    // written meanwhile on another node is not overwritten (the WAL keeps the password for the next attempt).
+    const commitConditions: StorageCondition[] = [];
     const changed = await changePasswordWithWal(engine, {
       target: ROOT_TARGET,
       account: { dn: entry.dn },
       rotatesBindAccount: true,
       commit: async (password) => {
-        const current = (await readConfig(engine.storage))!;
+        const { config: current, raw } = (await readConfigSnapshot(engine.storage))!;
+        commitConditions.push({ key: CONFIG_KEY, expected: raw });
         const now = engine.clock.now();
         return [putConfigOp({ ...rotatedState(current, now), bindpass: password, last_bind_password: current.bindpass, last_bind_password_rotation: now })];
       },
+      commitConditions,
       fence: scheduled ? engine.ctx.system.fence() : undefined,
     });
     return changed !== undefined;
