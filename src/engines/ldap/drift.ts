@@ -40,8 +40,8 @@ interface Candidate {
   name: string;
   /** The account as the server holds it now, with the guards a mark must land under; undefined: not verified. */
   read(): Promise<{ dn: string; password: string; guards: Array<{ key: string; expected: Buffer | undefined }> } | undefined>;
-  /** drift_action rotate: a new password through the bind account, clearing the mark. */
-  takeBack(fence: PreparedWrite): Promise<void>;
+  /** drift_action rotate: a new password through the bind account, clearing the mark; false when there was nothing to do. */
+  takeBack(fence: PreparedWrite): Promise<boolean>;
 }
 
 type Outcome = 'skipped' | 'verified' | 'drifted' | 'error';
@@ -60,7 +60,7 @@ async function candidates(engine: LdapEngine): Promise<Candidate[]> {
         return role?.password && dn ? { dn, password: role.password, guards: [{ key: staticRoleKey(name), expected: snapshot.raw }, { key: walKey(target), expected: undefined }] } : undefined;
       },
       // rotateStaticRole records a failure on the role itself, and rethrows it.
-      takeBack: async () => void (await rotateStaticRole(engine, name)),
+      takeBack: async () => (await rotateStaticRole(engine, name)) !== undefined,
     });
   }
   for (const set of await allLibrarySetNames(storage)) {
@@ -72,7 +72,7 @@ async function candidates(engine: LdapEngine): Promise<Candidate[]> {
           if (snapshot?.state.state !== 'available' || !snapshot.state.password) return undefined;
           return { dn: snapshot.state.dn, password: snapshot.state.password, guards: [unchangedAccount(account, snapshot), { key: walKey(accountWalTarget(account)), expected: undefined }] };
         },
-        takeBack: async (fence) => void (await retakeAvailableAccount(engine, account, fence)),
+        takeBack: (fence) => retakeAvailableAccount(engine, account, fence),
       });
     }
   }
@@ -178,7 +178,8 @@ class DriftVerifier {
     const engine = this.#engine;
     const { kind, target, name } = candidate;
     try {
-      await candidate.takeBack(fence);
+      // Nothing to take back when the account was lent, rotated or deleted meanwhile, or this node stopped leading.
+      if (!(await candidate.takeBack(fence))) return;
       engine.ctx.metrics.counter(LDAP_DRIFT_TAKEBACKS).inc({ target: kind, result: 'success' });
       engine.ctx.logger.info({ account: name }, 'drifted account taken back with a new password');
     } catch (err) {
