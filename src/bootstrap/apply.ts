@@ -87,7 +87,8 @@ export async function applyBootstrap(core: Core, loaded: LoadedFile): Promise<Bo
       await store.putJson(RECORD_KEY, records);
     } finally {
       // Revoked even when the records could not be written: a root token must not outlive the apply.
-      await api.call('POST', 'auth/token/revoke-self').catch(() => undefined);
+      const revoked = await api.call('POST', 'auth/token/revoke-self').then((r) => r.status < 300, () => false);
+      if (!revoked) core.logger.warn(`the bootstrap's own root token could not be revoked; it expires within ${BOOTSTRAP_TOKEN_TTL / 60} minutes`);
     }
   }
   return report;
