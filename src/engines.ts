@@ -11,6 +11,11 @@ backendTypes.auth.cloud = cloudAuthBackend;
 // Vault's names for the same backends, so Vault clients and scripts enable them unchanged (shown as the spec's names).
 backendTypes.aliases = { secret: { azure: 'cloud', openldap: 'ldap' }, auth: { azure: 'cloud' } };
 
+/** The registry with the server's settings given to the engines that take some. */
+export function configuredBackends(opts: { libraryMaxWaiters: number }): BackendRegistry {
+  return { ...backendTypes, secret: { ...backendTypes.secret, ldap: ldapBackend({ libraryMaxWaiters: opts.libraryMaxWaiters }) } };
+}
+
 /** Mounted on first initialisation when their type is registered. */
 export const defaultMounts = [
   { path: 'cloud/', type: 'cloud', description: 'Cloud (Azure) service principal credentials' },

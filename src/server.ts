@@ -14,7 +14,7 @@ import { MemoryStorage } from './core/storage/memory.ts';
 import { POSTGRES_DEFAULTS, PostgresStorage, type PostgresOptions } from './core/storage/postgres.ts';
 import { SqliteStorage } from './core/storage/sqlite.ts';
 import { StorageUnavailableError, type Storage } from './core/storage/types.ts';
-import { backendTypes, defaultMounts } from './engines.ts';
+import { configuredBackends, defaultMounts } from './engines.ts';
 import { buildApp } from './http/app.ts';
 import { Telemetry } from './telemetry/telemetry.ts';
 import { apiAddress, postgresOptions, readTls, storageUrl, type Settings } from './settings.ts';
@@ -108,7 +108,7 @@ export async function createServer(settings: Settings, logger: Logger, overrides
     defaultLeaseTtl: settings.STRONGROOM_DEFAULT_LEASE_TTL,
     maxLeaseTtl: settings.STRONGROOM_MAX_LEASE_TTL,
     revokeRetry: { baseDelayMs: settings.STRONGROOM_REVOKE_RETRY_BASE * 1000, maxAttempts: settings.STRONGROOM_REVOKE_MAX_ATTEMPTS },
-    backends: overrides.backends ?? backendTypes,
+    backends: overrides.backends ?? configuredBackends({ libraryMaxWaiters: settings.STRONGROOM_LIBRARY_MAX_WAITERS }),
     builtins: { system: systemBackend({ unauthenticatedMetrics: settings.STRONGROOM_UNAUTHENTICATED_METRICS }), token: tokenBackend, identity: identityBackend({ defaultIssuer: apiAddress(settings) }) },
     defaultMounts,
     audit: { allowPrefix: settings.STRONGROOM_AUDIT_ALLOW_PREFIX, allowRaw: settings.STRONGROOM_AUDIT_ALLOW_RAW },

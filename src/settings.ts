@@ -49,6 +49,8 @@ export const settingsSchema = z.object({
   STRONGROOM_BOOTSTRAP: z.string().optional(),
   /** Lets the bootstrap file declare tokens with fixed ids outside dev mode (a known id is a guessable one). */
   STRONGROOM_BOOTSTRAP_ALLOW_TOKEN_IDS: bool.default(false),
+  /** Check-outs that may wait (`wait`) on one library set at once, across the cluster; past it 429 (docs/ldap-library.md). */
+  STRONGROOM_LIBRARY_MAX_WAITERS: z.coerce.number().int().min(1).max(100_000).default(1024),
 }).refine((s) => s.STRONGROOM_DEFAULT_LEASE_TTL <= s.STRONGROOM_MAX_LEASE_TTL, { message: 'STRONGROOM_DEFAULT_LEASE_TTL must not exceed STRONGROOM_MAX_LEASE_TTL' })
   .refine((s) => s.STRONGROOM_HEADERS_TIMEOUT <= s.STRONGROOM_REQUEST_TIMEOUT, { message: 'STRONGROOM_HEADERS_TIMEOUT must not exceed STRONGROOM_REQUEST_TIMEOUT' })
   .refine((s) => !s.STRONGROOM_TLS_CERT_FILE === !s.STRONGROOM_TLS_KEY_FILE, { message: 'STRONGROOM_TLS_CERT_FILE and STRONGROOM_TLS_KEY_FILE go together' })

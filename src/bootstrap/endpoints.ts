@@ -93,6 +93,6 @@ const offline = (): never => {
   throw new Error('no request is handled while a bootstrap file is checked');
 };
 const OFFLINE_SYSTEM: SystemView = {
-  defaultLeaseTtl: offline, maxLeaseTtl: offline, generatePassword: offline, leaseEnd: offline, leaseExists: offline, leaseIds: offline,
+  defaultLeaseTtl: offline, maxLeaseTtl: offline, generatePassword: offline, leaseEnd: offline, leaseExists: offline, leaseExpireTime: offline, leaseIds: offline,
   generateIdentityToken: offline, mountOption: offline, fence: offline, leading: () => true, shared: false, nodeAlive: offline, nodeId: 'bootstrap-check',
 };

@@ -430,6 +430,7 @@ export class Core {
         generatePassword: (name) => this.policies.generate(name),
         leaseEnd: (id) => this.leases.prepareEnd(id),
         leaseExists: async (id) => (await this.leases.get(id)) !== undefined,
+        leaseExpireTime: async (id) => (await this.leases.get(id))?.expireTime,
         leaseIds: (prefix) => this.leases.idsUnder(`${entry.path}${prefix}`),
         generateIdentityToken: (audience, ttl) => this.identityTokens.generate(this.mounts.get(entry.path) ?? entry, audience, ttl),
         mountOption: (name) => (this.mounts.get(entry.path) ?? entry).config[name as keyof MountEntry['config']] as string | undefined,
@@ -646,7 +647,7 @@ export class Core {
         } };
       },
     };
-    const backendReq = new PipelineRequest(operation, requestId, relative, match.params, values, input, mounted, caller, req.remoteAddress, path, leaseHooks);
+    const backendReq = new PipelineRequest(operation, requestId, relative, match.params, values, input, mounted, caller, req.remoteAddress, path, leaseHooks, req.disconnected);
 
     if (operation === 'update' && match.def.existenceCheck && errors.length === 0) {
       if (!(await match.def.existenceCheck(backendReq))) operation = 'create';
@@ -791,7 +792,7 @@ export class Core {
     // A token revoked or a mount disabled while the request ran: what it was about to store was refused.
     if (err instanceof GuardError) err = new PermissionDeniedError();
     if (err instanceof StrongroomError) {
-      return { status: err.status, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ errors: err.messages }) };
+      return { status: err.status, headers: { ...err.headers, 'content-type': 'application/json' }, body: JSON.stringify({ errors: err.messages }) };
     }
     this.logger.error({ err, request_id: requestId, path }, 'internal error');
     return { status: 500, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ errors: [`internal error (request ${requestId})`] }) };
@@ -885,10 +886,11 @@ class PipelineRequest implements BackendRequest {
   #leaseId: string | undefined;
   readonly registerLease: LeaseHooks['register'];
   readonly leaseWrite: LeaseHooks['write'];
+  readonly #disconnected: (() => AbortSignal) | undefined;
 
   constructor(operation: Operation, requestId: string, path: string, params: Record<string, string>, data: Record<string, unknown>,
     input: Record<string, unknown>, mounted: Mounted, caller: CallerInfo | undefined, remoteAddress: string, fullPath: string,
-    leases: LeaseHooks) {
+    leases: LeaseHooks, disconnected: (() => AbortSignal) | undefined) {
     this.operation = operation;
     this.requestId = requestId;
     this.path = path;
@@ -902,6 +904,12 @@ class PipelineRequest implements BackendRequest {
     this.#fullPath = fullPath;
     this.registerLease = leases.register;
     this.leaseWrite = leases.write;
+    this.#disconnected = disconnected;
+  }
+
+  /** Made on first use: most requests never ask, and watching the connection costs a listener. */
+  disconnected(): AbortSignal | undefined {
+    return this.#disconnected?.();
   }
 
   /** An own property, not a method: handlers pass `req.has` around detached. */

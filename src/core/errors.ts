@@ -5,6 +5,8 @@
 export class StrongroomError extends Error {
   readonly status: number;
   readonly messages: string[];
+  /** Response headers the answer carries (e.g. Retry-After); never a secret. */
+  headers: Record<string, string> | undefined;
   constructor(status: number, messages: string | string[]) {
     const list = Array.isArray(messages) ? messages : [messages];
     super(list.join('; '));

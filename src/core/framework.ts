@@ -76,6 +76,8 @@ export interface BackendRequest<F extends Fields = Fields> {
    * committed it counts as registered, as with registerLease; prepared and never committed, it is nothing.
    */
   leaseWrite(secret: SecretResponse): PreparedWrite;
+  /** Aborted when the client goes away before its answer (undefined where the transport cannot tell). */
+  disconnected(): AbortSignal | undefined;
 }
 
 export interface SecretResponse {
@@ -236,6 +238,8 @@ export interface SystemView {
   leaseEnd(leaseId: string): Promise<PreparedWrite | undefined>;
   /** Whether a lease is stored (a write-ahead record naming one tells by this if it was ever handed out). */
   leaseExists(leaseId: string): Promise<boolean>;
+  /** When a lease ends if not renewed (ms since the epoch); undefined when it does not exist. */
+  leaseExpireTime(leaseId: string): Promise<number | undefined>;
   /** Ids of this mount's outstanding leases whose path starts with `prefix` (relative to the mount). */
   leaseIds(prefix: string): Promise<string[]>;
   /** Plugin identity token for workload identity federation (later issue); throws when unavailable. */

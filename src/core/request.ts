@@ -13,6 +13,8 @@ export interface CoreRequest {
   token: string | undefined;
   remoteAddress: string;
   remotePort?: number;
+  /** A signal aborted once the client has gone (its connection closed before the answer): transports that can tell. */
+  disconnected?: () => AbortSignal;
 }
 
 export interface CoreResponse {

@@ -144,6 +144,7 @@ export function buildApp(core: Core, opts: AppOptions): FastifyInstance {
         token: tokenFromHeaders(req.headers),
         remoteAddress: req.ip,
         remotePort: req.socket.remotePort,
+        disconnected: () => closedBeforeAnswer(reply.raw),
       });
       await endOfTurn();
       if (logAccess) reply.served = res.served ?? null;
@@ -158,6 +159,15 @@ declare module 'fastify' {
     /** What the core made of the request, for its access log line. */
     served: ServedRequest | null;
   }
+}
+
+/** Aborted when the connection closes before the answer was written (a client that gave up waiting). */
+function closedBeforeAnswer(res: FastifyReply['raw']): AbortSignal {
+  const controller = new AbortController();
+  res.once('close', () => {
+    if (!res.writableFinished) controller.abort();
+  });
+  return controller.signal;
 }
 
 let turnEnd: Promise<void> | undefined;

@@ -25,8 +25,12 @@ export const LDAP_ROTATION_OVERDUE = gauge(
   'strongroom_ldap_static_role_rotation_overdue_seconds', 'How long the most overdue static-role rotation has been due (0 when none is).');
 export const LDAP_LIBRARY_ACCOUNTS = gauge<{ set: string; state: 'available' | 'lent' | 'returning' }>(
   'strongroom_ldap_library_accounts', 'Library accounts by set and state (returning: being checked in).', ['set', 'state']);
-export const LDAP_LIBRARY_REFUSED = counter<{ set: string }>(
-  'strongroom_ldap_library_checkouts_refused_total', 'Check-outs refused because no account of the set was available.', ['set']);
+/** none_free: no account free and no `wait`; queue_full: the set's waiters at STRONGROOM_LIBRARY_MAX_WAITERS; wait_expired: the `wait` ended first. */
+export type LibraryRefusal = 'none_free' | 'queue_full' | 'wait_expired';
+export const LDAP_LIBRARY_REFUSED = counter<{ set: string; reason: LibraryRefusal }>(
+  'strongroom_ldap_library_checkouts_refused_total', 'Check-outs refused for want of an account, by set and reason (none_free, queue_full, wait_expired).', ['set', 'reason']);
+export const LDAP_LIBRARY_WAITERS = gauge<{ set: string }>(
+  'strongroom_ldap_library_waiters', 'Check-outs waiting for an account of the set, on every node.', ['set']);
 export type DriftTarget = 'static_role' | 'library';
 export const LDAP_DRIFT_VERIFICATIONS = counter<{ target: DriftTarget; result: 'verified' | 'drifted' | 'error' }>(
   'strongroom_ldap_drift_verifications_total', 'Drift verification binds with the password the server holds, by kind of account and result (drifted: the directory refused the password; error: no answer, not counted as drift).', ['target', 'result']);

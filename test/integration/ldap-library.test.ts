@@ -117,9 +117,10 @@ describe('ldap/library/:set_name', () => {
     await setUp({});
     await ok(s, 'POST', 'ldap/library/Team', { service_account_names: 'svc0, svc1', ttl: '1h', max_ttl: '2h' });
     const r = await s.request('GET', 'ldap/library/team');
-    expect(r.body.data).toEqual({ service_account_names: ['svc0', 'svc1'], ttl: 3600, max_ttl: 7200, disable_check_in_enforcement: false });
+    const defaults = { max_wait: 60, max_checkouts_per_entity: 0 };
+    expect(r.body.data).toEqual({ service_account_names: ['svc0', 'svc1'], ttl: 3600, max_ttl: 7200, disable_check_in_enforcement: false, ...defaults });
     await ok(s, 'POST', 'ldap/library/team', { disable_check_in_enforcement: true });
-    expect((await s.request('GET', 'ldap/library/team')).body.data).toEqual({ service_account_names: ['svc0', 'svc1'], ttl: 3600, max_ttl: 7200, disable_check_in_enforcement: true });
+    expect((await s.request('GET', 'ldap/library/team')).body.data).toEqual({ service_account_names: ['svc0', 'svc1'], ttl: 3600, max_ttl: 7200, disable_check_in_enforcement: true, ...defaults });
     await ok(s, 'DELETE', 'ldap/library/team');
     expect((await s.request('GET', 'ldap/library/team')).status).toBe(404);
   });
@@ -191,7 +192,7 @@ describe('ldap/library/:set_name', () => {
     // Removing an available member is fine and frees it for another owner.
     await ok(s, 'POST', 'ldap/library/team', { service_account_names: ['svc0', 'svc2'] });
     await ok(s, 'POST', 'ldap/library/other', { service_account_names: ['svc1'] });
-    expect(Object.keys(await status('team'))).toEqual(['svc0', 'svc2']);
+    expect(Object.keys(await status('team'))).toEqual(['svc0', 'svc2', 'waiters']);
 
     expect((await checkIn('team', 'root', ['svc0'], true)).status).toBe(200);
     await ok(s, 'POST', 'ldap/library/team', { service_account_names: ['svc2'] });
@@ -202,7 +203,7 @@ describe('ldap/library/:set_name', () => {
     await setUp();
     const before = (await readAccount(mountStorage(), 'svc1'))!.state.password;
     await ok(s, 'POST', 'ldap/library/team', { service_account_names: ['svc0', 'SVC1'] });
-    expect(await status('team')).toEqual({ svc0: { available: true }, SVC1: { available: true } });
+    expect(await status('team')).toEqual({ svc0: { available: true }, SVC1: { available: true }, waiters: 0 });
     await checkedOut('team');
     const renamed = await checkedOut('team');
     expect(renamed.name).toBe('SVC1');
@@ -235,14 +236,18 @@ describe('ldap/library/:set_name', () => {
 });
 
 describe('ldap/library/:set_name/status', () => {
-  it('"maps each account to {available}, plus the borrower of a checked-out one"', async () => {
+  it('"maps each account to {available}, plus the borrower, lease and times of a checked-out one, and counts waiters"', async () => {
     await setUp();
-    expect(await status('team')).toEqual({ svc0: { available: true }, svc1: { available: true } });
+    expect(await status('team')).toEqual({ svc0: { available: true }, svc1: { available: true }, waiters: 0 });
     const b = await borrowerToken();
-    await checkedOut('team', b.token);
+    const lent = await checkedOut('team', b.token);
     expect(await status('team')).toEqual({
-      svc0: { available: false, borrower_client_token: b.accessor, borrower_entity_id: '' },
+      svc0: {
+        available: false, borrower_client_token: b.accessor, borrower_accessor: b.accessor, borrower_entity_id: '', lease_id: lent.leaseId,
+        checked_out_at: new Date(clock.now()).toISOString(), expires_at: new Date(clock.now() + lent.duration * 1000).toISOString(),
+      },
       svc1: { available: true },
+      waiters: 0,
     });
     expect(JSON.stringify(await status('team'))).not.toContain(b.token);
   });
@@ -276,18 +281,25 @@ describe('ldap/library/:set_name/check-out', () => {
     expect(r.body.errors).toEqual(['No service accounts available for check-out.']);
   });
 
-  it('"accounts this server checked in are lent first; the others are still found (e.g. after a restart)"', async () => {
+  it('"the account lent is the least recently returned one (never returned counts as longest ago); it holds after a restart"', async () => {
     const store = await setUpOnSqlite({ team: { service_account_names: ['svc0', 'svc1', 'svc2', 'svc3'] } });
+    const lent = [(await checkedOut('team')).name, (await checkedOut('team')).name, (await checkedOut('team')).name, (await checkedOut('team')).name];
+    expect(lent).toEqual(['svc0', 'svc1', 'svc2', 'svc3']);
+    for (const name of ['svc2', 'svc0', 'svc3', 'svc1']) {
+      await ok(s, 'POST', 'ldap/library/team/check-in', { service_account_names: [name] });
+      await clock.advance(1000);
+    }
+    expect((await checkedOut('team')).name).toBe('svc2');
     expect((await checkedOut('team')).name).toBe('svc0');
-    expect((await checkedOut('team')).name).toBe('svc1');
-    await ok(s, 'POST', 'ldap/library/team/check-in', { service_account_names: ['svc1'] });
-    // svc2 comes first in the set, but svc1 is the one this server just returned.
-    expect((await checkedOut('team')).name).toBe('svc1');
-
-    await ok(s, 'POST', 'ldap/library/team/check-in', { service_account_names: ['svc1'] });
+    await ok(s, 'POST', 'ldap/library/team/check-in', { service_account_names: ['svc2'] });
+    await ok(s, 'POST', 'ldap/library/team/check-in', { service_account_names: ['svc0'] });
+    // svc3 and svc1 were returned before svc2 and svc0 were.
+    expect((await checkedOut('team')).name).toBe('svc3');
+    await ok(s, 'POST', 'ldap/library/team/check-in', { service_account_names: ['svc3'] });
     await store.restart();
-    const lent = [(await checkedOut('team')).name, (await checkedOut('team')).name, (await checkedOut('team')).name];
-    expect(lent.sort()).toEqual(['svc1', 'svc2', 'svc3']);
+    expect((await checkedOut('team')).name).toBe('svc1');
+    const rest = [(await checkedOut('team')).name, (await checkedOut('team')).name, (await checkedOut('team')).name];
+    expect(rest.sort()).toEqual(['svc0', 'svc2', 'svc3']);
     expect((await checkOut('team')).status).toBe(400);
   });
 
@@ -319,7 +331,9 @@ describe('ldap/library/:set_name/check-out', () => {
     expect(ins.map((r) => r.status)).toEqual(names.map(() => 200));
     expect(ins.flatMap((r) => r.body.data.check_ins).sort()).toEqual([...all].sort());
     for (const r of wins) expect(await binds(r.body.data.service_account_name, r.body.data.password)).toBe(false);
-    expect(Object.values(await status('big')).every((v) => v.available)).toBe(true);
+    const { waiters, ...accounts } = await status('big');
+    expect(waiters).toBe(0);
+    expect(Object.values(accounts).every((v) => v.available)).toBe(true);
     // The leases ended with the check-ins.
     expect((await s.request('LIST', 'sys/leases/lookup/ldap/library/big/check-out/')).status).toBe(404);
   });
@@ -327,7 +341,7 @@ describe('ldap/library/:set_name/check-out', () => {
 
 describe('ldap/library/:set_name/check-in', () => {
   it('"checked out → available by the borrower: listed in check_ins, password rotated, lease ended"', async () => {
-    await setUp();
+    await setUp({ team: { service_account_names: ['svc0'] } });
     const b = await borrowerToken();
     const lent = await checkedOut('team', b.token);
     const r = await checkIn('team', b.token);
@@ -484,7 +498,7 @@ describe('library check-out leases', () => {
     const b = await borrowerToken();
     const lent = await checkedOut('team', b.token);
     await store.restart();
-    expect((await status('team'))[lent.name]).toEqual({ available: false, borrower_client_token: b.accessor, borrower_entity_id: '' });
+    expect((await status('team'))[lent.name]).toMatchObject({ available: false, borrower_client_token: b.accessor, borrower_entity_id: '' });
     const second = await checkedOut('team');
     expect(second.name).not.toBe(lent.name);
     expect((await checkOut('team')).status).toBe(400);
@@ -587,10 +601,13 @@ describe('library accounts stored by an earlier version', () => {
     expect(await mountStorage().list('library-account/')).toEqual(['Svc2', 'svc1', 'svc2']);
     expect(await mountStorage().list('wal/library/')).toEqual([]);
     expect(await binds('svc1', loan.password)).toBe(false);
+    // svc2 was never returned, so it goes first (least recently returned).
+    const other = await checkedOut('team');
+    expect(other.name).toBe('svc2');
+    expect(await binds('svc2', other.password)).toBe(true);
     const again = await checkedOut('team');
     expect(again).toMatchObject({ name: 'SVC1', password: 'Legacy-Wal-Password-1' });
     expect(await binds('svc1', again.password)).toBe(true);
-    expect(await binds('svc2', (await checkedOut('team')).password)).toBe(true);
   });
 });
 

@@ -22,7 +22,7 @@ describe('checkoutTtl', () => {
 });
 
 describe('validateLibrarySet', () => {
-  const base = { service_account_names: ['svc0'], ttl: 60, max_ttl: 120, disable_check_in_enforcement: false };
+  const base = { service_account_names: ['svc0'], ttl: 60, max_ttl: 120, disable_check_in_enforcement: false, max_wait: 60, max_checkouts_per_entity: 0 };
   it.each([
     [{ service_account_names: [] }, 'at least one service account is required'],
     [{ service_account_names: ['svc0', ''] }, 'must not be empty'],
@@ -46,10 +46,12 @@ describe('validateLibrarySet', () => {
 describe('mergeLibrarySet', () => {
   const req = (data: Record<string, unknown>) => ({ data, has: (k: string) => k in data }) as Parameters<typeof mergeLibrarySet>[1];
   it('"a new set starts from 24h/24h and enforcement on"', () => {
-    expect(mergeLibrarySet(undefined, req({ service_account_names: ['a'] }))).toEqual({ service_account_names: ['a'], ttl: 86400, max_ttl: 86400, disable_check_in_enforcement: false });
+    expect(mergeLibrarySet(undefined, req({ service_account_names: ['a'] }))).toEqual({
+      service_account_names: ['a'], ttl: 86400, max_ttl: 86400, disable_check_in_enforcement: false, max_wait: 60, max_checkouts_per_entity: 0,
+    });
   });
   it('"an update changes only the sent keys"', () => {
-    const existing = { service_account_names: ['a'], ttl: 10, max_ttl: 20, disable_check_in_enforcement: false };
+    const existing = { service_account_names: ['a'], ttl: 10, max_ttl: 20, disable_check_in_enforcement: false, max_wait: 60, max_checkouts_per_entity: 0 };
     expect(mergeLibrarySet(existing, req({ ttl: 0 }))).toEqual({ ...existing, ttl: 0 });
   });
 });

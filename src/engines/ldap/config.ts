@@ -138,6 +138,8 @@ export interface LdapEngineOptions {
   /** Retry delays after a failed scheduled rotation: base * 2^(n-1), capped, with jitter. */
   retryBaseMs: number;
   retryMaxMs: number;
+  /** Check-outs that may wait on one library set at once, across the cluster. */
+  libraryMaxWaiters: number;
 }
 
 /** State shared by every part of one mount of the engine. */

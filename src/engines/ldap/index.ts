@@ -57,6 +57,8 @@ export interface LdapBackendDeps {
   rotationConcurrency?: number;
   retryBaseMs?: number;
   retryMaxMs?: number;
+  /** Check-outs that may wait on one library set at once (STRONGROOM_LIBRARY_MAX_WAITERS). */
+  libraryMaxWaiters?: number;
 }
 
 export function ldapBackend(deps: LdapBackendDeps = {}): BackendFactory {
@@ -66,6 +68,7 @@ export function ldapBackend(deps: LdapBackendDeps = {}): BackendFactory {
       rotationConcurrency: deps.rotationConcurrency ?? 16,
       retryBaseMs: deps.retryBaseMs ?? 10_000,
       retryMaxMs: deps.retryMaxMs ?? 15 * 60_000,
+      libraryMaxWaiters: deps.libraryMaxWaiters ?? 1024,
     };
     const engine: LdapEngine = {
       ctx,

@@ -16,16 +16,21 @@ import type { StorageCondition, StorageOp } from '../../core/storage/types.ts';
 import type { PreparedWrite } from '../../core/storage/view.ts';
 import type { LdapEngine, LdapEnginePart } from './config.ts';
 import {
-  ACCOUNT_PREFIX, SET_NAME, accountSegment, listAccountNames, putAccountOp, readAccount, readLibrarySet, returningClaim, swapAccount, unchangedAccount,
+  ACCOUNT_PREFIX, SET_NAME, accountSegment, listAccountNames, putAccountOp, readAccount, readLibrarySet, returningClaim, unchangedAccount,
   type AccountState, type Borrower, type LentAccount, type LibrarySet,
 } from './library-store.ts';
 import { clearDriftOp } from './drift-marks.ts';
 import { changePasswordWithWal, walKey } from './rotation.ts';
-import { LDAP_LIBRARY_REFUSED } from '../../telemetry/families.ts';
+import { libraryLender } from './library-lend.ts';
+import { LibraryQueue, MAX_WAIT_SECONDS } from './library-queue.ts';
+
+/** How often a node with waiting check-outs looks for accounts freed elsewhere: on a shared store, another node. */
+const SHARED_POLL_MS = 100;
+const LOCAL_POLL_MS = 1000;
 
 export const CHECKOUT_SECRET_TYPE = 'ldap_library_checkout';
 
-type Engine = Pick<LdapEngine, 'ctx' | 'storage' | 'clock' | 'connections' | 'locks'>;
+type Engine = Pick<LdapEngine, 'ctx' | 'storage' | 'clock' | 'connections' | 'locks' | 'options'>;
 
 /** Set names are lower-cased on every path, as in Vault. */
 export const setName = (req: Pick<BackendRequest, 'params'>): string => req.params.name!.toLowerCase();
@@ -84,7 +89,7 @@ async function setAvailablePassword(engine: Engine, name: string, dn: string, op
  * (so the borrower's copy stops working), records it available and ends the borrower's lease.
  * Returns false when there was nothing to check in (already available, or lent under another loan).
  */
-export async function checkInAccount(engine: Engine, name: string, accept: (account: LentAccount) => boolean): Promise<boolean> {
+export async function checkInAccount(engine: Engine, name: string, accept: (account: LentAccount) => boolean, queue?: LibraryQueue): Promise<boolean> {
   // In-process serialisation of one account's check-ins; the claim below is what guards across servers.
   return engine.locks.run(ACCOUNT_PREFIX + accountSegment(name), async () => {
     const snapshot = await readAccount(engine.storage, name);
@@ -93,13 +98,18 @@ export async function checkInAccount(engine: Engine, name: string, accept: (acco
     // A lent account is claimed (`lent` → `returning`) in the same transaction that stores the new password's
     // WAL: one commit instead of two, and a crash leaves either neither or both. A `returning` one is resumed.
     const claim = account.state === 'lent' ? returningClaim(account) : undefined;
+    let heir: string | undefined;
     const changed = await changePasswordWithWal(engine, {
       target: accountWalTarget(name),
       account: { dn: account.dn },
       prepare: claim && [claim.op],
       prepareConditions: claim && [unchangedAccount(name, snapshot)],
       // A password the server just set is the directory's: a drift mark from before the loan is stale.
-      commit: (password, dn) => [putAccountOp({ state: 'available', name, dn, password }), clearDriftOp(accountWalTarget(name))],
+      // The first waiting check-out gets the account in the commit that frees it (library-queue.ts).
+      commit: async (password, dn) => {
+        heir = await waitingHeir(engine, queue, account.borrower.set);
+        return [putAccountOp({ state: 'available', name, dn, password, returned_at: engine.clock.now(), reserved_for: heir }), clearDriftOp(accountWalTarget(name))];
+      },
       // Only our claim becomes available: never overwrite a state another server wrote.
       commitConditions: [unchangedAccount(name, claim?.claimed ?? snapshot)],
       // The borrower's lease ends in the same transaction, so no lease outlives its loan.
@@ -107,9 +117,16 @@ export async function checkInAccount(engine: Engine, name: string, accept: (acco
         const end = await engine.ctx.system.leaseEnd(account.borrower.lease_id);
         return end ? [end] : [];
       },
-    });
+    }).finally(() => queue?.handed(account.borrower.set, heir));
     return changed !== undefined;
   });
+}
+
+/** The waiter an account of `set` being freed goes to, if one waits (read just before the commit). */
+async function waitingHeir(engine: Engine, queue: LibraryQueue | undefined, set: string): Promise<string | undefined> {
+  if (!queue) return undefined;
+  const members = (await readLibrarySet(engine.storage, set))?.service_account_names ?? [];
+  return queue.headFor(set, members);
 }
 
 /**
@@ -141,14 +158,14 @@ async function moveLegacyAccountKeys(engine: Engine): Promise<void> {
  * `startedAt` are judged (this runs beside new check-outs). An orphaned loan is checked in like any other: a new
  * password.
  */
-async function resumeCheckIns(engine: Engine, startedAt: number): Promise<void> {
+async function resumeCheckIns(engine: Engine, startedAt: number, queue: LibraryQueue): Promise<void> {
   for (const name of await listAccountNames(engine.storage)) {
     const state = (await readAccount(engine.storage, name))?.state;
     if (state?.state === 'lent' && state.borrower.checked_out_at < startedAt && !(await engine.ctx.system.leaseExists(state.borrower.lease_id))) {
       engine.ctx.logger.warn({ account: name }, 'taking back a library account lent under a lease that was never stored');
     } else if (state?.state !== 'returning') continue;
     const leaseId = state.borrower.lease_id;
-    await checkInAccount(engine, name, (account) => account.state === 'returning' || account.borrower.lease_id === leaseId).catch((err: unknown) => {
+    await checkInAccount(engine, name, (account) => account.state === 'returning' || account.borrower.lease_id === leaseId, queue).catch((err: unknown) => {
       engine.ctx.logger.warn({ err: { message: (err as Error).message }, account: name }, 'resuming an interrupted check-in failed; the lease or the next check-in retries it');
     });
   }
@@ -160,11 +177,15 @@ async function requireSet(engine: Engine, name: string): Promise<LibrarySet> {
   return set;
 }
 
-function statusEntry(account: AccountState | undefined): Record<string, unknown> {
+function statusEntry(account: AccountState | undefined, expiresAt: number | undefined): Record<string, unknown> {
   if (account?.state === 'available') return { available: true };
   if (!account) return { available: false };
   // The token is never stored; its accessor identifies it (auth/token/lookup-accessor, revoke-accessor).
-  return { available: false, borrower_client_token: account.borrower.accessor, borrower_entity_id: account.borrower.entity_id };
+  const { accessor, entity_id, lease_id, checked_out_at } = account.borrower;
+  return {
+    available: false, borrower_client_token: accessor, borrower_entity_id: entity_id, borrower_accessor: accessor, lease_id,
+    checked_out_at: new Date(checked_out_at).toISOString(), expires_at: expiresAt && new Date(expiresAt).toISOString(),
+  };
 }
 
 /** Which accounts a check-in acts on; throws before anything changes when one may not be checked in. */
@@ -202,37 +223,9 @@ const checkInFields = {
 export function libraryCheckoutPart(engine: Engine): LdapEnginePart {
   const { storage } = engine;
 
-  /** Check-outs in progress on this server, by account: the password lent, or undefined when it was not free. */
-  const lending = new Map<string, Promise<string | undefined>>();
-  /**
-   * Accounts this server checked in and has not lent since. Check-outs try them first: on a busy set, looking
-   * for the few free accounts record by record cost a storage read per lent account on every check-out. Only
-   * a hint: the compare-and-set decides, and the other members are still tried after them (accounts freed
-   * by another server, or before a restart, are found that way).
-   */
-  const returned = new Set<string>();
-  /** Lends `account` if it is available, storing the check-out's lease (`lease`) in the same transaction. */
-  const lend = (account: string, borrower: Borrower, lease: () => PreparedWrite): Promise<string | undefined> => {
-    const attempt = (async () => {
-      // A failed swap means another check-out (or a set update) changed the record: look again.
-      for (let snapshot = await readAccount(storage, account); snapshot?.state.state === 'available'; snapshot = await readAccount(storage, account)) {
-        const { password, dn } = snapshot.state;
-        if (await swapAccount(storage, snapshot, { state: 'lent', name: account, dn, password, borrower }, [lease()])) return password;
-      }
-      return undefined;
-    })().finally(() => {
-      lending.delete(account);
-      // Lent now, by this check-out or by someone else.
-      returned.delete(account);
-    });
-    lending.set(account, attempt);
-    return attempt;
-  };
-  const checkInReturned = async (account: string, accept: (a: LentAccount) => boolean): Promise<boolean> => {
-    const done = await checkInAccount(engine, account, accept);
-    if (done) returned.add(account);
-    return done;
-  };
+  const queue = new LibraryQueue(engine, engine.ctx.system.shared ? SHARED_POLL_MS : LOCAL_POLL_MS);
+  const checkOut = libraryLender(engine, queue);
+  const checkInReturned = async (account: string, accept: (a: LentAccount) => boolean): Promise<boolean> => checkInAccount(engine, account, accept, queue);
 
   const checkIn = (force: boolean) => async (req: BackendRequest<typeof checkInFields>) => {
     const name = setName(req);
@@ -284,8 +277,11 @@ export function libraryCheckoutPart(engine: Engine): LdapEnginePart {
       definePath({
         pattern: `library/(?<name>${SET_NAME})/check-out`,
         canonical: { name: lowerName },
-        description: 'Checks out an available account of the set; 400 when none is free.',
-        fields: { ttl: field.duration('Length of the check-out; capped at the set\'s ttl. 0 means unlimited where the set allows.') },
+        description: 'Checks out an available account of the set; 400 when none is free (with `wait`: when none was lent in that time).',
+        fields: {
+          ttl: field.duration('Length of the check-out; capped at the set\'s ttl. 0 means unlimited where the set allows.'),
+          wait: field.duration('How long to wait in turn for an account when none is free; at most the set\'s max_wait. Default 0: refused at once.', { max: MAX_WAIT_SECONDS }),
+        },
         operations: {
           update: async (req) => {
             const name = setName(req);
@@ -297,29 +293,13 @@ export function libraryCheckoutPart(engine: Engine): LdapEnginePart {
             const secret = (account: string): SecretResponse => ({
               type: CHECKOUT_SECRET_TYPE, ttl, maxTtl: set.max_ttl, renewable: true, internal: { set_name: name, service_account_name: account },
             });
-            const lendTo = (account: string) => lend(account, borrower, () => req.leaseWrite(secret(account)));
-            const lent = (account: string, password: string) => ({ data: { service_account_name: account, password }, secret: secret(account) });
-            // Accounts another check-out on this server is claiming are passed over at first: queueing behind
-            // its commit only to lose made concurrent callers herd onto the same free account one commit at a time.
-            const busy: string[] = [];
-            const members = set.service_account_names;
-            const candidates = returned.size === 0 ? members : [...members.filter((a) => returned.has(a)), ...members.filter((a) => !returned.has(a))];
-            for (const account of candidates) {
-              if (lending.has(account)) {
-                busy.push(account);
-                continue;
-              }
-              const password = await lendTo(account);
-              if (password !== undefined) return lent(account, password);
+            if (req.data.wait !== undefined && req.data.wait > set.max_wait) {
+              throw new BadRequestError(`invalid value for field "wait": ${req.data.wait}s is longer than the set's max_wait (${set.max_wait}s)`);
             }
-            // Their claim may have failed (another server, a set update): then they are free for us.
-            for (const account of busy) {
-              while (lending.has(account)) await lending.get(account)!.catch(() => undefined);
-              const password = await lendTo(account);
-              if (password !== undefined) return lent(account, password);
-            }
-            engine.ctx.metrics.counter(LDAP_LIBRARY_REFUSED).inc({ set: name });
-            throw new BadRequestError('No service accounts available for check-out.');
+            const loan = await checkOut({
+              set: name, config: set, borrower, lease: (account) => req.leaseWrite(secret(account)), wait: req.data.wait ?? 0, disconnected: req.disconnected(),
+            });
+            return { data: { service_account_name: loan.account, password: loan.password }, secret: secret(loan.account) };
           },
         },
       }),
@@ -329,9 +309,15 @@ export function libraryCheckoutPart(engine: Engine): LdapEnginePart {
         description: 'Availability of each account of the set, with the borrower of those checked out.',
         operations: {
           read: async (req) => {
-            const set = await requireSet(engine, setName(req));
+            const name = setName(req);
+            const set = await requireSet(engine, name);
             const data: Record<string, unknown> = {};
-            for (const account of set.service_account_names) data[account] = statusEntry((await readAccount(storage, account))?.state);
+            for (const account of set.service_account_names) {
+              const state = (await readAccount(storage, account))?.state;
+              const expiresAt = state && state.state !== 'available' ? await engine.ctx.system.leaseExpireTime(state.borrower.lease_id) : undefined;
+              data[account] = statusEntry(state, expiresAt);
+            }
+            data.waiters = (await queue.view(name)).live.length;
             return { data };
           },
         },
@@ -344,7 +330,7 @@ export function libraryCheckoutPart(engine: Engine): LdapEnginePart {
     },
     async lead() {
       // In the background: an unreachable directory must not hold up start-up or a takeover.
-      void resumeCheckIns(engine, engine.clock.now()).catch((err: unknown) => engine.ctx.logger.warn({ err: { message: (err as Error).message } }, 'resuming check-ins failed'));
+      void resumeCheckIns(engine, engine.clock.now(), queue).catch((err: unknown) => engine.ctx.logger.warn({ err: { message: (err as Error).message } }, 'resuming check-ins failed'));
     },
   };
 }

@@ -10,7 +10,7 @@
  */
 import { z } from 'zod';
 import type { StorageCondition, StorageOp } from '../../core/storage/types.ts';
-import { jsonBytes, type PreparedWrite, type StorageView } from '../../core/storage/view.ts';
+import { jsonBytes, type StorageView } from '../../core/storage/view.ts';
 
 /** Same grammar as Vault's set names: word characters at both ends, `-` `.` `/` inside. */
 export const SET_NAME = String.raw`\w(?:[\w./-]*\w)?`;
@@ -21,6 +21,10 @@ const librarySetSchema = z.object({
   ttl: z.number().int().nonnegative(),
   max_ttl: z.number().int().nonnegative(),
   disable_check_in_enforcement: z.boolean(),
+  /** Seconds a check-out may `wait` for an account (sets stored before waiting existed get the default). */
+  max_wait: z.number().int().min(0).max(600).default(60),
+  /** Accounts of the set one entity (or, without one, one token) may hold at once; 0 = no limit. */
+  max_checkouts_per_entity: z.number().int().nonnegative().default(0),
 });
 export type LibrarySet = z.infer<typeof librarySetSchema>;
 
@@ -41,7 +45,13 @@ export type Borrower = z.infer<typeof borrowerSchema>;
  * borrower so an interrupted check-in can be finished by whoever could have started it.
  */
 const accountStateSchema = z.discriminatedUnion('state', [
-  z.object({ state: z.literal('available'), name: z.string(), dn: z.string(), password: z.string() }),
+  z.object({
+    state: z.literal('available'), name: z.string(), dn: z.string(), password: z.string(),
+    /** When it was last checked in (ms): check-outs take the least recently returned account first. */
+    returned_at: z.number().optional(),
+    /** The waiting check-out (library-queue.ts) it is handed to; only that one may take it while it waits. */
+    reserved_for: z.string().optional(),
+  }),
   z.object({ state: z.literal('lent'), name: z.string(), dn: z.string(), password: z.string(), borrower: borrowerSchema }),
   z.object({ state: z.literal('returning'), name: z.string(), dn: z.string(), password: z.string(), borrower: borrowerSchema }),
 ]);
@@ -106,12 +116,4 @@ export function returningClaim(account: LentAccount): { op: StorageOp; claimed: 
   const state: AccountState = { ...account, state: 'returning' };
   const value = jsonBytes(accountStateSchema.parse(state));
   return { op: { type: 'put', key: accountKey(state.name), value }, claimed: { state, raw: value } };
-}
-
-/**
- * Moves an account from what `snapshot` saw to `next`, with `alongside` (a check-out's lease) in the same
- * transaction; false, and nothing written, when someone else changed the account first.
- */
-export async function swapAccount(storage: StorageView, snapshot: AccountSnapshot, next: AccountState, alongside: PreparedWrite[] = []): Promise<boolean> {
-  return storage.transaction([putAccountOp(next)], [unchangedAccount(snapshot.state.name, snapshot)], alongside);
 }

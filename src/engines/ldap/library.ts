@@ -9,28 +9,36 @@ import { refuseBindAccount, type AccountIdentity, type AccountOwner } from './ac
 import type { LdapEngine, LdapEnginePart } from './config.ts';
 import { clearDriftOp } from './drift-marks.ts';
 import { accountWalTarget, enrollAccount, libraryCheckoutPart, setName } from './library-checkout.ts';
+import { MAX_WAIT_SECONDS } from './library-queue.ts';
 import {
   SET_NAME, allLibrarySetNames, deleteAccountOp, deleteLibrarySetOp, listLibrarySets, putLibrarySetOp, readAccount,
   readLibrarySet, unchangedAccount, type AccountSnapshot, type LibrarySet,
 } from './library-store.ts';
 
 const DAY = 24 * 3600;
+const DEFAULT_MAX_WAIT_SECONDS = 60;
 
 const fields = {
   service_account_names: field.commaList('Directory accounts lent by this set (a list or a comma-separated string). Each must exist and belong to no other set or static role.'),
   ttl: field.duration('Length of one check-out before automatic check-in. Default 24h; 0 means unlimited.'),
   max_ttl: field.duration('Longest a check-out may last with renewals. Default 24h; 0 means unlimited.'),
   disable_check_in_enforcement: field.bool('When true, any caller may check an account in, not only the borrowing entity or token.'),
+  max_wait: field.duration('Longest `wait` a check-out may ask for while no account is free. Default 60s, at most 10m; 0 allows no waiting.', { max: MAX_WAIT_SECONDS }),
+  max_checkouts_per_entity: field.int('Accounts of the set one entity (or one token, without an entity) may hold at once. Default 0: no limit.', { min: 0, max: 100_000 }),
 };
 type SetFields = typeof fields;
 
 /** Only the keys the client sent change; a new set starts from the defaults. */
 export function mergeLibrarySet(existing: LibrarySet | undefined, req: Pick<BackendRequest<SetFields>, 'data' | 'has'>): LibrarySet {
-  const set: LibrarySet = existing ? { ...existing } : { service_account_names: [], ttl: DAY, max_ttl: DAY, disable_check_in_enforcement: false };
+  const set: LibrarySet = existing ? { ...existing } : {
+    service_account_names: [], ttl: DAY, max_ttl: DAY, disable_check_in_enforcement: false, max_wait: DEFAULT_MAX_WAIT_SECONDS, max_checkouts_per_entity: 0,
+  };
   if (req.has('service_account_names')) set.service_account_names = req.data.service_account_names ?? [];
   if (req.has('ttl')) set.ttl = req.data.ttl ?? 0;
   if (req.has('max_ttl')) set.max_ttl = req.data.max_ttl ?? 0;
   if (req.has('disable_check_in_enforcement')) set.disable_check_in_enforcement = req.data.disable_check_in_enforcement ?? false;
+  if (req.has('max_wait')) set.max_wait = req.data.max_wait ?? DEFAULT_MAX_WAIT_SECONDS;
+  if (req.has('max_checkouts_per_entity')) set.max_checkouts_per_entity = req.data.max_checkouts_per_entity ?? 0;
   return set;
 }
 

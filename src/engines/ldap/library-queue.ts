@@ -1,0 +1,276 @@
+/**
+ * Waiting check-outs of library sets: one first-come, first-served queue per set, shared by every node of a cluster
+ * through the store (docs/ldap-library.md, "Waiting check-outs").
+ *
+ * A waiter is one entry, `library-queue/<set>/<ticket>.<node>`. Its ticket comes from the set's counter
+ * (`library-queue-ticket/<set>`), moved by compare-and-set in the transaction that adds the entry, so tickets order
+ * waiters by the commits that queued them, whichever node they wait on. The node id lets any node judge a waiter stale
+ * (its node no longer heard from, `SystemView.nodeAlive`) and drop it.
+ *
+ * An account goes to a waiter through a reservation on the account's own record (`reserved_for` on an `available`
+ * account): written by the check-in, revoke or expiry that frees it, in that same commit, for the first waiter holding
+ * none; or by a pump (on any node with waiters: on a wake, and on a short poll) for an account freed while no waiter
+ * was queued. Only the waiter named may lend a reserved account, in one transaction that also removes its entry. A
+ * reservation whose waiter is no longer queued (served, gone, stale) is void: the account is free again, so an
+ * account granted to a vanished waiter is never lent on its behalf.
+ */
+import { ConflictError, ThrottledError } from '../../core/errors.ts';
+import type { StorageCondition, StorageOp } from '../../core/storage/types.ts';
+import type { StorageView } from '../../core/storage/view.ts';
+import type { LdapEngine } from './config.ts';
+import { putAccountOp, readAccount, readLibrarySet, unchangedAccount, type AccountSnapshot } from './library-store.ts';
+
+/** The longest `max_wait` a set may have, and so the longest a check-out waits. */
+export const MAX_WAIT_SECONDS = 600;
+const QUEUE_PREFIX = 'library-queue/';
+const TICKET_PREFIX = 'library-queue-ticket/';
+/** Fixed width, so the store's sorted listing is ticket order. */
+const TICKET_DIGITS = 15;
+/** Compare-and-set rounds of one enqueue against others queueing on the same set at once. */
+const ENQUEUE_ATTEMPTS = 100;
+const WAITER_VALUE = Buffer.from('{}');
+
+const queueFolder = (set: string) => `${QUEUE_PREFIX}${encodeURIComponent(set)}/`;
+const ticketKey = (set: string) => TICKET_PREFIX + encodeURIComponent(set);
+
+export interface Waiter {
+  /** `<ticket>.<node>`: its entry's name and what a reservation names. */
+  id: string;
+  ticket: number;
+  node: string;
+}
+
+function parseWaiter(id: string): Waiter | undefined {
+  const m = /^(\d+)\.(.+)$/.exec(id);
+  return m && m[1].length === TICKET_DIGITS ? { id, ticket: Number(m[1]), node: m[2] } : undefined;
+}
+
+/** The queue of a set as read at one moment: the next ticket, and the waiters whose node is alive, first come first. */
+export interface QueueView {
+  next: number;
+  counter: Buffer | undefined;
+  live: Waiter[];
+  liveIds: Set<string>;
+}
+
+/** Whether a reservation still binds: its waiter is queued (or queued after the view was read). */
+export function reservationHolds(view: QueueView, id: string | undefined): boolean {
+  if (id === undefined) return false;
+  const waiter = parseWaiter(id);
+  return waiter !== undefined && (waiter.ticket >= view.next || view.liveIds.has(id));
+}
+
+export interface Member {
+  /** As the set spells it. */
+  name: string;
+  snapshot: AccountSnapshot | undefined;
+}
+
+/** A set's members with their records, read together (one statement on PostgreSQL). */
+export async function readMembers(storage: StorageView, names: string[]): Promise<Member[]> {
+  return Promise.all(names.map(async (name) => ({ name, snapshot: await readAccount(storage, name) })));
+}
+
+/** Available members no queued waiter holds, least recently returned first (spreads password changes evenly). */
+export function freeMembers(view: QueueView, members: Member[]): Member[] {
+  const returnedAt = (m: Member) => (m.snapshot?.state.state === 'available' ? m.snapshot.state.returned_at ?? 0 : 0);
+  return members
+    .filter((m) => m.snapshot?.state.state === 'available' && !reservationHolds(view, m.snapshot.state.reserved_for))
+    .sort((a, b) => returnedAt(a) - returnedAt(b));
+}
+
+/** Which queued waiter holds which member: waiter id → member name. */
+function holdings(view: QueueView, members: Member[]): Map<string, string> {
+  const held = new Map<string, string>();
+  for (const { name, snapshot } of members) {
+    const state = snapshot?.state;
+    if (state?.state === 'available' && state.reserved_for !== undefined && reservationHolds(view, state.reserved_for)) held.set(state.reserved_for, name);
+  }
+  return held;
+}
+
+type Engine = Pick<LdapEngine, 'ctx' | 'storage' | 'options'>;
+
+interface LocalWaiter {
+  /** Set while the check-out awaits `next`; resolves it with the account reserved for it (undefined: its entry is gone). */
+  wake?: (account: string | undefined) => void;
+}
+
+/** Grants and waits of one mount's library sets on this node. */
+export class LibraryQueue {
+  readonly #engine: Engine;
+  readonly #pollMs: number;
+  /** Waiters of this node, by set and waiter id. */
+  readonly #local = new Map<string, Map<string, LocalWaiter>>();
+  /** Waiters a commit of this node is reserving an account for: another commit meanwhile picks the next one. */
+  readonly #handing = new Set<string>();
+  readonly #pumping = new Set<string>();
+  readonly #again = new Set<string>();
+  #timer: NodeJS.Timeout | undefined;
+
+  constructor(engine: Engine, pollMs: number) {
+    this.#engine = engine;
+    this.#pollMs = pollMs;
+  }
+
+  async view(set: string): Promise<QueueView> {
+    const { storage, ctx } = this.#engine;
+    // The counter first: a waiter missing from the listing below was gone before it was read, or holds a later ticket.
+    const counter = await storage.get(ticketKey(set));
+    const next = counter ? Number(counter.toString('utf8')) : 0;
+    const alive = new Map<string, Promise<boolean>>();
+    const live: Waiter[] = [];
+    for (const id of await storage.list(queueFolder(set))) {
+      const waiter = parseWaiter(id);
+      if (!waiter) continue;
+      let nodeAlive = alive.get(waiter.node);
+      if (!nodeAlive) alive.set(waiter.node, (nodeAlive = ctx.system.nodeAlive(waiter.node)));
+      if (await nodeAlive) live.push(waiter);
+      // Its node died (kill -9, or a process before a restart): nothing will ever serve it.
+      else await storage.delete(queueFolder(set) + id);
+    }
+    return { next, counter, live, liveIds: new Set(live.map((w) => w.id)) };
+  }
+
+  /** Queues a check-out at the end of the set's queue; 429 naming the set when the queue is full. */
+  async enqueue(set: string): Promise<Waiter> {
+    const { storage, ctx, options } = this.#engine;
+    for (let attempt = 0; attempt < ENQUEUE_ATTEMPTS; attempt++) {
+      const view = await this.view(set);
+      if (view.live.length >= options.libraryMaxWaiters) {
+        throw new ThrottledError(`library set "${set}" already has ${view.live.length} check-outs waiting (the most allowed); retry later`);
+      }
+      const waiter: Waiter = { id: `${String(view.next).padStart(TICKET_DIGITS, '0')}.${ctx.system.nodeId}`, ticket: view.next, node: ctx.system.nodeId };
+      const ops: StorageOp[] = [
+        { type: 'put', key: ticketKey(set), value: Buffer.from(String(view.next + 1)) },
+        { type: 'put', key: queueFolder(set) + waiter.id, value: WAITER_VALUE },
+      ];
+      if (await storage.transaction(ops, [{ key: ticketKey(set), expected: view.counter }])) {
+        let waiters = this.#local.get(set);
+        if (!waiters) this.#local.set(set, (waiters = new Map()));
+        waiters.set(waiter.id, {});
+        this.#poll();
+        return waiter;
+      }
+    }
+    throw new ConflictError(`too many check-outs were queueing on library set "${set}" at once; retry the request`);
+  }
+
+  /** The writes that take a waiter off the queue when it is served: its entry goes with its loan. */
+  served(set: string, waiter: Waiter): { ops: StorageOp[]; conditions: StorageCondition[] } {
+    const key = queueFolder(set) + waiter.id;
+    return { ops: [{ type: 'delete', key }], conditions: [{ key, expected: WAITER_VALUE }] };
+  }
+
+  /** Forgets a waiter of this node once served or gone; an account still reserved for it is void from now on. */
+  async leave(set: string, waiter: Waiter, removeEntry: boolean): Promise<void> {
+    const waiters = this.#local.get(set);
+    waiters?.delete(waiter.id);
+    if (waiters?.size === 0) this.#local.delete(set);
+    if (removeEntry) await this.#engine.storage.delete(queueFolder(set) + waiter.id);
+    // Hands on at once what was reserved for it (another account granted to it, or the one it gave back).
+    this.wake(set);
+  }
+
+  /**
+   * Waits until an account is reserved for `waiter` and resolves with its name; undefined once `timeoutMs` has passed,
+   * `signal` aborted, or the waiter's entry was dropped (judged stale by another node).
+   */
+  next(set: string, waiter: Waiter, timeoutMs: number, signal: AbortSignal | undefined): Promise<string | undefined> {
+    const local = this.#local.get(set)?.get(waiter.id);
+    if (!local || timeoutMs <= 0 || signal?.aborted) return Promise.resolve(undefined);
+    return new Promise((resolve) => {
+      const finish = (account: string | undefined) => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', aborted);
+        local.wake = undefined;
+        resolve(account);
+      };
+      const aborted = () => finish(undefined);
+      const timer = setTimeout(aborted, timeoutMs);
+      signal?.addEventListener('abort', aborted, { once: true });
+      local.wake = finish;
+      this.wake(set);
+    });
+  }
+
+  /**
+   * For a commit about to free an account of `set`: the first waiter holding no account, to reserve it for in that
+   * commit. `handed` must follow the commit, whether it landed or not.
+   */
+  async headFor(set: string, members: string[]): Promise<string | undefined> {
+    const view = await this.view(set);
+    if (view.live.length === 0) return undefined;
+    const held = holdings(view, await readMembers(this.#engine.storage, members));
+    const head = view.live.find((w) => !held.has(w.id) && !this.#handing.has(w.id));
+    if (head) this.#handing.add(head.id);
+    return head?.id;
+  }
+
+  handed(set: string, id: string | undefined): void {
+    if (id !== undefined) this.#handing.delete(id);
+    this.wake(set);
+  }
+
+  /** Something of `set` changed (an account freed, a reservation made elsewhere): this node's waiters look again. */
+  wake(set: string): void {
+    if (!this.#local.has(set)) return;
+    if (this.#pumping.has(set)) {
+      this.#again.add(set);
+      return;
+    }
+    this.#pumping.add(set);
+    void (async () => {
+      try {
+        do {
+          this.#again.delete(set);
+          await this.#pump(set);
+        } while (this.#again.has(set) && this.#local.has(set));
+      } catch (err) {
+        this.#engine.ctx.logger.warn({ err: { message: (err as Error).message }, set }, 'granting library accounts to waiting check-outs failed; the next poll retries');
+      } finally {
+        this.#pumping.delete(set);
+      }
+    })();
+  }
+
+  /** Waiters on this node, by set (the waiters gauge reads the store, this is for shutdown). */
+  stop(): void {
+    clearInterval(this.#timer);
+    this.#timer = undefined;
+  }
+
+  /** While this node has waiters, it looks again every `pollMs`: reservations made on other nodes, stale waiters. */
+  #poll(): void {
+    if (this.#timer) return;
+    this.#timer = setInterval(() => {
+      if (this.#local.size === 0) return this.stop();
+      for (const set of this.#local.keys()) this.wake(set);
+    }, this.#pollMs);
+    this.#timer.unref();
+  }
+
+  /** Reserves free accounts for the first waiters holding none, then wakes this node's waiters that hold one. */
+  async #pump(set: string): Promise<void> {
+    const { storage } = this.#engine;
+    const waiters = this.#local.get(set);
+    if (!waiters) return;
+    const names = (await readLibrarySet(storage, set))?.service_account_names ?? [];
+    const view = await this.view(set);
+    const members = await readMembers(storage, names);
+    const held = holdings(view, members);
+    const heads = view.live.filter((w) => !held.has(w.id) && !this.#handing.has(w.id));
+    const free = freeMembers(view, members);
+    for (let i = 0; i < Math.min(heads.length, free.length); i++) {
+      const { name, snapshot } = free[i];
+      if (snapshot?.state.state !== 'available') continue;
+      const reserved = putAccountOp({ ...snapshot.state, reserved_for: heads[i].id });
+      if (await storage.transaction([reserved], [unchangedAccount(name, snapshot)])) held.set(heads[i].id, name);
+    }
+    for (const [id, local] of waiters) {
+      const account = held.get(id);
+      if (account !== undefined) local.wake?.(account);
+      else if (!view.liveIds.has(id) && parseWaiter(id)!.ticket < view.next) local.wake?.(undefined);
+    }
+  }
+}
