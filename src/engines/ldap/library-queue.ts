@@ -89,6 +89,11 @@ function holdings(view: QueueView, members: Member[]): Map<string, string> {
   return held;
 }
 
+/** Entries in a set's queue, stale ones included until a node drops them (the waiters gauge: no liveness reads per scrape). */
+export async function countWaiters(storage: StorageView, set: string): Promise<number> {
+  return (await storage.list(queueFolder(set))).length;
+}
+
 type Engine = Pick<LdapEngine, 'ctx' | 'storage' | 'options'>;
 
 interface LocalWaiter {
@@ -234,7 +239,7 @@ export class LibraryQueue {
     })();
   }
 
-  /** Waiters on this node, by set (the waiters gauge reads the store, this is for shutdown). */
+  /** Stops the poll (no waiter of this node left). */
   stop(): void {
     clearInterval(this.#timer);
     this.#timer = undefined;

@@ -4,9 +4,10 @@
  * library-checkout.ts).
  */
 import {
-  LDAP_DYNAMIC_CREDENTIALS, LDAP_LIBRARY_ACCOUNTS, LDAP_ROTATION_FAILURES, LDAP_ROTATION_OVERDUE, LDAP_STATIC_ROLES, LDAP_STATIC_ROLES_FAILING, outstandingLeases, shared,
+  LDAP_DYNAMIC_CREDENTIALS, LDAP_LIBRARY_ACCOUNTS, LDAP_LIBRARY_WAITERS, LDAP_ROTATION_FAILURES, LDAP_ROTATION_OVERDUE, LDAP_STATIC_ROLES, LDAP_STATIC_ROLES_FAILING, outstandingLeases, shared,
 } from '../../telemetry/families.ts';
 import type { LdapEngine } from './config.ts';
+import { countWaiters } from './library-queue.ts';
 import { allLibrarySetNames, readAccount, readLibrarySet } from './library-store.ts';
 import { readRotationFailures } from './rotation-failures.ts';
 import { readStaticRoles, roleSchedule } from './static-roles.ts';
@@ -22,6 +23,7 @@ export function registerLdapGauges(engine: LdapEngine): void {
     return (['rotation', 'drift'] as const).map((kind) => ({ labels: { kind }, value: kinds.filter((k) => k === kind).length }));
   });
   metrics.gauge(LDAP_LIBRARY_ACCOUNTS, () => libraryAccounts(engine));
+  metrics.gauge(LDAP_LIBRARY_WAITERS, async () => Promise.all((await allLibrarySetNames(engine.storage)).map(async (set) => ({ labels: { set }, value: await countWaiters(engine.storage, set) }))));
   metrics.gauge(LDAP_DYNAMIC_CREDENTIALS, outstandingLeases(engine.ctx.system, 'creds/'));
 }
 
