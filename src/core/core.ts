@@ -5,6 +5,7 @@ import { AuditRecord } from './audit/entry.ts';
 import type { AuditSettings } from './audit/options.ts';
 import { Barrier, KEYRING_PATH } from './barrier.ts';
 import type { Clock } from './clock.ts';
+import { MountSignals } from './signals.ts';
 import { Cluster, type ClusterTimings } from './cluster.ts';
 import { KeyedLock } from './keyed-lock.ts';
 import { BadRequestError, ConflictError, NotFoundError, PermissionDeniedError, SealedError, StrongroomError, UnsupportedOperationError } from './errors.ts';
@@ -95,6 +96,7 @@ export class Core {
   readonly audit: AuditBroker;
   readonly cluster: Cluster;
   readonly #mounted = new Map<string, Mounted>();
+  readonly #signals: MountSignals;
   /**
    * Changes of which backends run here (enable, disable, remount, tune, and following another node's table) one at a
    * time: a table read by the follower must not undo a mount this node is adding.
@@ -109,6 +111,7 @@ export class Core {
     const sys = new StorageView(this.barrier, 'sys/');
     this.systemView = sys;
     const apiAddress = options.apiAddress ?? '';
+    this.#signals = new MountSignals(options.storage.shared);
     this.cluster = new Cluster({
       storage: options.storage, sealed: this.barrier, clock: this.clock, logger: this.logger, timings: options.cluster,
       self: { hostname: hostname(), apiAddress, clusterAddress: apiAddress, version: VERSION },
@@ -439,6 +442,8 @@ export class Core {
         shared: this.cluster.shared,
         nodeAlive: (id) => this.cluster.alive(id),
         nodeId: this.cluster.nodeId,
+        signal: (topic) => this.#signals.send(entry.uuid, topic),
+        onSignal: (listener) => this.#signals.subscribe(entry.uuid, listener),
       },
     };
     const backend = await factory(ctx);

@@ -259,6 +259,10 @@ export interface SystemView {
   nodeAlive(nodeId: string): Promise<boolean>;
   /** This node's id in the cluster, for claims other nodes judge with `nodeAlive`. */
   readonly nodeId: string;
+  /** Wakes this mount's `onSignal` listeners on every node of a cluster (nothing on a store of its own); best effort. */
+  signal(topic: string): void;
+  /** Hears this mount's signals from every node, this one included, until the returned function is called. */
+  onSignal(listener: (topic: string) => void): () => void;
 }
 
 export interface BackendContext {

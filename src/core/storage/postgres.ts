@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
+import { PostgresSignals } from './postgres-signals.ts';
 import { directChildren, StorageUnavailableError, type SharedStorage, type Storage, type StorageCondition, type StorageOp } from './types.ts';
 
 export interface PostgresOptions {
@@ -192,6 +193,7 @@ export class PostgresStorage implements Storage, SharedStorage {
   readonly #availabilityListeners: Array<(unavailable: StorageUnavailableError | undefined) => void> = [];
   #probing = false;
   readonly #closing = new AbortController();
+  readonly #signals: PostgresSignals;
 
   private constructor(url: string, password: string, options: PostgresOptions) {
     this.#where = redactUrl(url);
@@ -215,6 +217,7 @@ export class PostgresStorage implements Storage, SharedStorage {
     };
     this.#pool = pool(options.poolSize);
     this.#coordination = pool(COORDINATION_POOL_SIZE);
+    this.#signals = new PostgresSignals(url, async (channel, payload) => void (await this.#query('strongroom_notify', 'SELECT pg_notify($1, $2)', [channel, payload])));
   }
 
   /**
@@ -426,6 +429,14 @@ export class PostgresStorage implements Storage, SharedStorage {
     await this.#query('strongroom_release', "UPDATE strongroom_leader SET valid_until = '-infinity' WHERE node = $1 AND term = $2", [node, term], this.#coordination);
   }
 
+  signal(payload: string): Promise<void> {
+    return this.#signals.send(payload);
+  }
+
+  onSignal(listener: (payload: string) => void): () => void {
+    return this.#signals.subscribe(listener);
+  }
+
   // The database's own HA and restarts are passing states (`unavailable`); nothing here breaks for good.
   get failure(): Error | undefined {
     return undefined;
@@ -443,7 +454,7 @@ export class PostgresStorage implements Storage, SharedStorage {
   async close(): Promise<void> {
     if (this.#closing.signal.aborted) return;
     this.#closing.abort();
-    await Promise.all([this.#pool.end(), this.#coordination.end()]);
+    await Promise.all([this.#pool.end(), this.#coordination.end(), this.#signals.close()]);
   }
 
   async #query<R extends pg.QueryResultRow>(name: string, text: string, values: unknown[], pool = this.#pool): Promise<pg.QueryResult<R>> {

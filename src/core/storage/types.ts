@@ -57,6 +57,10 @@ export interface SharedStorage {
   renewLeadership(node: string, term: number, ttlMs: number): Promise<boolean>;
   /** Lets the lease lapse now (a clean shutdown), so another node need not wait out its TTL. */
   releaseLeadership(node: string, term: number): Promise<void>;
+  /** Wakes every node's `onSignal` listeners (this node's too) with `payload`; best effort, never a secret. */
+  signal(payload: string): Promise<void>;
+  /** Hears every node's signals until the returned function is called. */
+  onSignal(listener: (payload: string) => void): () => void;
 }
 
 /**

@@ -332,5 +332,8 @@ export function libraryCheckoutPart(engine: Engine): LdapEnginePart {
       // In the background: an unreachable directory must not hold up start-up or a takeover.
       void resumeCheckIns(engine, engine.clock.now(), queue).catch((err: unknown) => engine.ctx.logger.warn({ err: { message: (err as Error).message } }, 'resuming check-ins failed'));
     },
+    async cleanup() {
+      queue.close();
+    },
   };
 }

@@ -150,7 +150,7 @@ export function libraryLender(engine: Engine, queue: LibraryQueue): (req: CheckO
     if (loan && req.disconnected?.aborted) {
       // The lease is forgotten by the core when the handler fails.
       await giveBack(req, loan);
-      queue.wake(req.set);
+      queue.freed(req.set);
       throw new BadRequestError('the client went away before the check-out was answered');
     }
     if (loan) return loan;

@@ -112,10 +112,13 @@ export class LibraryQueue {
   readonly #pumping = new Set<string>();
   readonly #again = new Set<string>();
   #timer: NodeJS.Timeout | undefined;
+  readonly #unsubscribe: () => void;
 
   constructor(engine: Engine, pollMs: number) {
     this.#engine = engine;
     this.#pollMs = pollMs;
+    // Another node freed or reserved an account of a set (LISTEN/NOTIFY on PostgreSQL): look now, not at the poll.
+    this.#unsubscribe = engine.ctx.system.onSignal((set) => this.wake(set));
   }
 
   async view(set: string): Promise<QueueView> {
@@ -174,7 +177,13 @@ export class LibraryQueue {
     if (waiters?.size === 0) this.#local.delete(set);
     if (removeEntry) await this.#engine.storage.delete(queueFolder(set) + waiter.id);
     // Hands on at once what was reserved for it (another account granted to it, or the one it gave back).
+    this.freed(set);
+  }
+
+  /** An account of `set` may have become free: waiters look now, on whichever node they wait. */
+  freed(set: string): void {
     this.wake(set);
+    this.#engine.ctx.system.signal(set);
   }
 
   /**
@@ -213,8 +222,15 @@ export class LibraryQueue {
   }
 
   handed(set: string, id: string | undefined): void {
-    if (id !== undefined) this.#handing.delete(id);
-    this.wake(set);
+    if (id === undefined) return;
+    this.#handing.delete(id);
+    this.#wakeHolder(set, id);
+  }
+
+  /** The node of waiter `id` looks now: this one at once, another through a signal. */
+  #wakeHolder(set: string, id: string): void {
+    if (this.#local.get(set)?.has(id)) this.wake(set);
+    else this.#engine.ctx.system.signal(set);
   }
 
   /** Something of `set` changed (an account freed, a reservation made elsewhere): this node's waiters look again. */
@@ -245,6 +261,12 @@ export class LibraryQueue {
     this.#timer = undefined;
   }
 
+  /** The mount goes away. */
+  close(): void {
+    this.stop();
+    this.#unsubscribe();
+  }
+
   /** While this node has waiters, it looks again every `pollMs`: reservations made on other nodes, stale waiters. */
   #poll(): void {
     if (this.#timer) return;
@@ -270,7 +292,9 @@ export class LibraryQueue {
       const { name, snapshot } = free[i];
       if (snapshot?.state.state !== 'available') continue;
       const reserved = putAccountOp({ ...snapshot.state, reserved_for: heads[i].id });
-      if (await storage.transaction([reserved], [unchangedAccount(name, snapshot)])) held.set(heads[i].id, name);
+      if (!(await storage.transaction([reserved], [unchangedAccount(name, snapshot)]))) continue;
+      held.set(heads[i].id, name);
+      if (!waiters.has(heads[i].id)) this.#wakeHolder(set, heads[i].id);
     }
     for (const [id, local] of waiters) {
       const account = held.get(id);

@@ -167,5 +167,6 @@ export function libraryPart(engine: LdapEngine): LdapEnginePart {
     secrets: checkouts.secrets,
     initialize: checkouts.initialize,
     lead: checkouts.lead,
+    cleanup: checkouts.cleanup,
   };
 }
