@@ -99,7 +99,7 @@ describe('sys/remount', () => {
 
     await clock.advance(3600_000 + 1000);
     await s.core.leases.idle();
-    expect((await s.request('GET', 'ldap-eu/library/team/status')).body.data).toEqual({ svc1: { available: true } });
+    expect((await s.request('GET', 'ldap-eu/library/team/status')).body.data).toEqual({ svc1: { available: true }, waiters: 0 });
     expect(await s.core.leases.get(loan.lease_id.replace(/^ldap\//, 'ldap-eu/'))).toBeUndefined();
     expect(await canBind(facts.url, ou.serviceAccounts[1].dn, loan.data.password)).toBe(false);
   });
