@@ -92,6 +92,7 @@ describe('a fleet on the queue', () => {
     const loans: Loan[] = [];
     let stopped = false;
     let refused = 0;
+    const refusals: string[] = [];
     let lost = 0;
     let cut = 0;
     const client = async (c: number) => {
@@ -105,6 +106,7 @@ describe('a fleet on the queue', () => {
         }
         if (out.status !== 200) {
           refused++;
+          refusals.push(`${out.status} ${JSON.stringify(out.body?.errors)}`);
           continue;
         }
         const lentAt = performance.now();
@@ -130,7 +132,7 @@ describe('a fleet on the queue', () => {
       const sorted = [...list].sort((a, b) => a.lentAt - b.lentAt);
       for (let i = 1; i < sorted.length; i++) if (sorted[i]!.lentAt < sorted[i - 1]!.returningAt) double.push([sorted[i - 1]!, sorted[i]!]);
     }
-    console.log(`fleet: ${loans.length} loans in 20 s by 64 clients on 6 accounts (leader killed at 10 s): ${refused} refused, ${cut} cut by the kill, ${double.length} double lends, ${lost} passwords that did not bind`);
+    console.log(`fleet: ${loans.length} loans in 20 s by 64 clients on 6 accounts (leader killed at 10 s): ${refused} refused, ${cut} cut by the kill, ${double.length} double lends, ${lost} passwords that did not bind${refusals.length ? `; refusals: ${[...new Set(refusals)].join(', ')}` : ''}`);
     expect(double).toEqual([]);
     expect(lost).toBe(0);
     // Every account comes back (loans cut by the kill end with their 15 s leases) and every password binds.

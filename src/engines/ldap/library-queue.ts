@@ -17,6 +17,7 @@
 import { ConflictError, ThrottledError } from '../../core/errors.ts';
 import type { StorageCondition, StorageOp } from '../../core/storage/types.ts';
 import type { StorageView } from '../../core/storage/view.ts';
+import { KeyedLock } from '../../core/keyed-lock.ts';
 import type { LdapEngine } from './config.ts';
 import { putAccountOp, readAccount, readLibrarySet, unchangedAccount, type AccountSnapshot } from './library-store.ts';
 
@@ -111,6 +112,7 @@ export class LibraryQueue {
   readonly #handing = new Set<string>();
   readonly #pumping = new Set<string>();
   readonly #again = new Set<string>();
+  readonly #enqueues = new KeyedLock();
   #timer: NodeJS.Timeout | undefined;
   readonly #unsubscribe: () => void;
 
@@ -140,8 +142,15 @@ export class LibraryQueue {
     return { next, counter, live, liveIds: new Set(live.map((w) => w.id)) };
   }
 
-  /** Queues a check-out at the end of the set's queue; 429 naming the set when the queue is full. */
-  async enqueue(set: string): Promise<Waiter> {
+  /**
+   * Queues a check-out at the end of the set's queue; 429 naming the set when the queue is full. This node's
+   * enqueues of one set take turns: only other nodes' can make the counter's compare-and-set fail.
+   */
+  enqueue(set: string): Promise<Waiter> {
+    return this.#enqueues.run(set, () => this.#enqueue(set));
+  }
+
+  async #enqueue(set: string): Promise<Waiter> {
     const { storage, ctx, options } = this.#engine;
     for (let attempt = 0; attempt < ENQUEUE_ATTEMPTS; attempt++) {
       const view = await this.view(set);
