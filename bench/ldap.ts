@@ -27,6 +27,7 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Attribute, Change, Client } from 'ldapts';
 import { ldapBackend } from '../src/engines/ldap/index.ts';
+import { benchLibraryQueue } from './ldap-queue.ts';
 import { DEFAULT_USERNAME_TEMPLATE, DynamicTemplates } from '../src/engines/ldap/dynamic-templates.ts';
 import { createIsolatedOu, startSlapd, stopSlapd, type IsolatedOu, type SlapdFacts } from '../test/support/slapd.ts';
 import { startTestServer, type TestServer } from '../test/support/server.ts';
@@ -425,6 +426,9 @@ export function ldapSections(seconds: number): { sections: Array<[string, () => 
       ['ldap rotations', section((f) => benchRotations(f, ops))],
       ['ldap dynamic creds', section((f) => benchDynamic(f, ops))],
       ['ldap library', section((f) => benchLibrary(f, ops))],
+      ['ldap library queue', section((f) => benchLibraryQueue(f, ops, {
+        withServer, must, rawClient, modify: async (client, dn) => client.modify(dn, [passwordChange(newPassword())]),
+      }))],
     ],
     cleanup: async () => {
       if (slapd) await stopSlapd(await slapd);
