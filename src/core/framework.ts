@@ -17,8 +17,10 @@ export type Labels = Record<string, string>;
 export interface Family<L extends Labels = Record<never, string>> {
   readonly name: string;
   readonly help: string;
-  readonly type: 'counter' | 'gauge';
+  readonly type: 'counter' | 'gauge' | 'histogram';
   readonly labels: ReadonlyArray<keyof L & string>;
+  /** A histogram's bucket upper bounds, ascending. */
+  readonly buckets?: readonly number[];
 }
 
 /** What a mount records through (BackendContext.metrics); the `mount` label is its path. */
@@ -26,6 +28,7 @@ export interface MountMetrics {
   counter<L extends Labels>(family: Family<L>): { inc(labels: L, by?: number): void };
   /** A gauge read when scraped; reading it may use storage. Replaces an earlier reader of the family for this mount. */
   gauge<L extends Labels>(family: Family<L>, read: () => Promise<Array<{ labels: L; value: number }>>): void;
+  histogram<L extends Labels>(family: Family<L>): { observe(labels: L, value: number): void };
 }
 
 export type Operation = 'read' | 'list' | 'create' | 'update' | 'delete' | 'patch';

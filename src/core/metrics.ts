@@ -25,5 +25,6 @@ export interface CoreTelemetry {
 export const NO_METRICS: MountMetrics & { close(): void } = {
   counter: () => ({ inc: () => {} }),
   gauge: () => {},
+  histogram: () => ({ observe: () => {} }),
   close: () => {},
 };

@@ -29,6 +29,11 @@ export const LDAP_LIBRARY_ACCOUNTS = gauge<{ set: string; state: 'available' | '
 export type LibraryRefusal = 'none_free' | 'queue_full' | 'wait_expired';
 export const LDAP_LIBRARY_REFUSED = counter<{ set: string; reason: LibraryRefusal }>(
   'strongroom_ldap_library_checkouts_refused_total', 'Check-outs refused for want of an account, by set and reason (none_free, queue_full, wait_expired).', ['set', 'reason']);
+export const LDAP_LIBRARY_WAIT_SECONDS: Family = {
+  name: 'strongroom_ldap_library_wait_seconds', type: 'histogram', labels: [],
+  help: 'How long check-outs that asked to wait (wait > 0) waited before an account was lent or the wait ended.',
+  buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600],
+};
 export const LDAP_LIBRARY_WAITERS = gauge<{ set: string }>(
   'strongroom_ldap_library_waiters', 'Check-outs waiting for an account of the set, on every node.', ['set']);
 export type DriftTarget = 'static_role' | 'library';

@@ -191,9 +191,13 @@ export class Telemetry implements CoreTelemetry {
         const counter = this.#family(family.name, () => new Counter(family.name, family.help, withMount(family as Family<Labels>)));
         return { inc: (labels: L, by?: number) => counter.cell(mountPath, ...family.labels.map((l) => labels[l]!)).inc(by) };
       },
+      histogram: <L extends Labels>(family: Family<L>) => {
+        const histogram = this.#family(family.name, () => new Histogram(family.name, family.help, withMount(family as Family<Labels>), family.buckets ?? []));
+        return { observe: (labels: L, value: number) => histogram.cell(mountPath, ...family.labels.map((l) => labels[l]!)).observe(value) };
+      },
       gauge: <L extends Labels>(family: Family<L>, read: () => Promise<Array<{ labels: L; value: number }>>) => {
         removers.get(family.name)?.();
-        removers.set(family.name, this.#sourced(family).add({ mount: mountPath }, read as () => Promise<Reading[]>));
+        removers.set(family.name, this.#sourced({ ...family, type: family.type === 'counter' ? 'counter' : 'gauge' }).add({ mount: mountPath }, read as () => Promise<Reading[]>));
       },
       close: () => {
         for (const remove of removers.values()) remove();

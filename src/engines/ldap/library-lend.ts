@@ -6,7 +6,7 @@
 import { BadRequestError } from '../../core/errors.ts';
 import type { StorageCondition, StorageOp } from '../../core/storage/types.ts';
 import type { PreparedWrite } from '../../core/storage/view.ts';
-import { LDAP_LIBRARY_REFUSED, type LibraryRefusal } from '../../telemetry/families.ts';
+import { LDAP_LIBRARY_REFUSED, LDAP_LIBRARY_WAIT_SECONDS, type LibraryRefusal } from '../../telemetry/families.ts';
 import type { LdapEngine } from './config.ts';
 import { freeMembers, readMembers, type LibraryQueue, type Member, type QueueView, type Waiter } from './library-queue.ts';
 import { accountSegment, putAccountOp, readAccount, unchangedAccount, type Borrower, type LibrarySet } from './library-store.ts';
@@ -142,9 +142,11 @@ export function libraryLender(engine: Engine, queue: LibraryQueue): (req: CheckO
       return refuse(req.set, 'queue_full', err as Error);
     }
     let loan: Loan | undefined;
+    const queuedAt = performance.now();
     try {
       loan = await lendInTurn(req, waiter);
     } finally {
+      engine.ctx.metrics.histogram(LDAP_LIBRARY_WAIT_SECONDS).observe({}, (performance.now() - queuedAt) / 1000);
       await queue.leave(req.set, waiter, loan === undefined);
     }
     if (loan && req.disconnected?.aborted) {
