@@ -167,7 +167,13 @@ describe('the ldap engine', () => {
     await ok(s, 'POST', 'ldap/library/team/check-out');
     expect(await accounts()).toEqual([0, 2, 0]);
     expect((await s.request('POST', 'ldap/library/team/check-out')).status).toBe(400);
-    expect((await scrape(s)).value('strongroom_ldap_library_checkouts_refused_total', { mount: 'ldap/', set: 'team' })).toBe(1);
+    expect((await scrape(s)).value('strongroom_ldap_library_checkouts_refused_total', { mount: 'ldap/', set: 'team', reason: 'none_free' })).toBe(1);
+    // A wait that ends with none lent: refused for that reason, and timed.
+    expect((await s.request('POST', 'ldap/library/team/check-out', { body: { wait: '1s' } })).status).toBe(400);
+    const after = await scrape(s);
+    expect(after.value('strongroom_ldap_library_checkouts_refused_total', { mount: 'ldap/', set: 'team', reason: 'wait_expired' })).toBe(1);
+    expect(after.value('strongroom_ldap_library_wait_seconds_count', { mount: 'ldap/' })).toBe(1);
+    expect(after.value('strongroom_ldap_library_waiters', { mount: 'ldap/', set: 'team' })).toBe(0);
     await ok(s, 'POST', 'ldap/library/manage/team/check-in', { service_account_names: 'svc0' });
     expect(await accounts()).toEqual([1, 1, 0]);
   });
