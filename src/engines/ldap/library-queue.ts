@@ -184,8 +184,14 @@ export class LibraryQueue {
     const waiters = this.#local.get(set);
     waiters?.delete(waiter.id);
     if (waiters?.size === 0) this.#local.delete(set);
-    if (removeEntry) await this.#engine.storage.delete(queueFolder(set) + waiter.id);
-    // Hands on at once what was reserved for it (another account granted to it, or the one it gave back).
+    if (!removeEntry) {
+      // Served: an account also reserved for it (two commits picked it at once) is handed on by this node's pump, or
+      // is free to anyone (a reservation of a waiter no longer queued is void).
+      this.wake(set);
+      return;
+    }
+    await this.#engine.storage.delete(queueFolder(set) + waiter.id);
+    // Gave up: what was reserved for it goes on at once, on whichever node the next waiter is.
     this.freed(set);
   }
 
