@@ -16,8 +16,8 @@ import type { StorageCondition, StorageOp } from '../../core/storage/types.ts';
 import type { PreparedWrite } from '../../core/storage/view.ts';
 import type { LdapEngine, LdapEnginePart } from './config.ts';
 import {
-  ACCOUNT_PREFIX, SET_NAME, accountSegment, listAccountNames, putAccountOp, readAccount, readLibrarySet, returningClaim, unchangedAccount,
-  type AccountState, type Borrower, type LentAccount, type LibrarySet,
+  ACCOUNT_PREFIX, SET_NAME, accountRecord, accountSegment, listAccountNames, putAccountOp, readAccount, readLibrarySet, returningClaim, unchangedAccount,
+  type AccountSnapshot, type AccountState, type Borrower, type LentAccount, type LibrarySet,
 } from './library-store.ts';
 import { clearDriftOp } from './drift-marks.ts';
 import { changePasswordWithWal, walKey } from './rotation.ts';
@@ -99,6 +99,7 @@ export async function checkInAccount(engine: Engine, name: string, accept: (acco
     // WAL: one commit instead of two, and a crash leaves either neither or both. A `returning` one is resumed.
     const claim = account.state === 'lent' ? returningClaim(account) : undefined;
     let heir: string | undefined;
+    let freed: AccountSnapshot | undefined;
     const changed = await changePasswordWithWal(engine, {
       target: accountWalTarget(name),
       account: { dn: account.dn },
@@ -107,8 +108,10 @@ export async function checkInAccount(engine: Engine, name: string, accept: (acco
       // A password the server just set is the directory's: a drift mark from before the loan is stale.
       // The first waiting check-out gets the account in the commit that frees it (library-queue.ts).
       commit: async (password, dn) => {
-        heir = await waitingHeir(engine, queue, account.borrower.set);
-        return [putAccountOp({ state: 'available', name, dn, password, returned_at: engine.clock.now(), reserved_for: heir }), clearDriftOp(accountWalTarget(name))];
+        heir = await queue?.headFor(account.borrower.set);
+        const record = accountRecord({ state: 'available', name, dn, password, returned_at: engine.clock.now(), reserved_for: heir });
+        freed = record.snapshot;
+        return [record.op, clearDriftOp(accountWalTarget(name))];
       },
       // Only our claim becomes available: never overwrite a state another server wrote.
       commitConditions: [unchangedAccount(name, claim?.claimed ?? snapshot)],
@@ -117,16 +120,9 @@ export async function checkInAccount(engine: Engine, name: string, accept: (acco
         const end = await engine.ctx.system.leaseEnd(account.borrower.lease_id);
         return end ? [end] : [];
       },
-    }).finally(() => queue?.handed(account.borrower.set, heir));
+    }).finally(() => queue?.handed(account.borrower.set, heir, freed && { name, snapshot: freed }));
     return changed !== undefined;
   });
-}
-
-/** The waiter an account of `set` being freed goes to, if one waits (read just before the commit). */
-async function waitingHeir(engine: Engine, queue: LibraryQueue | undefined, set: string): Promise<string | undefined> {
-  if (!queue) return undefined;
-  const members = (await readLibrarySet(engine.storage, set))?.service_account_names ?? [];
-  return queue.headFor(set, members);
 }
 
 /**

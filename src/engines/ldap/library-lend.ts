@@ -103,15 +103,17 @@ export function libraryLender(engine: Engine, queue: LibraryQueue): (req: CheckO
   const lendInTurn = async (req: CheckOutRequest, waiter: Waiter): Promise<Loan | undefined> => {
     const deadline = performance.now() + req.wait * 1000;
     for (;;) {
-      const account = await queue.next(req.set, waiter, deadline - performance.now(), req.disconnected);
-      if (account === undefined) return undefined;
-      const members = await readMembers(storage, req.config.service_account_names);
-      const member = members.find((m) => m.name === account);
+      // The account as its reservation left it: its compare-and-set fails if it changed since, and the waiter looks again.
+      const given = await queue.next(req.set, waiter, deadline - performance.now(), req.disconnected);
+      if (given === undefined) return undefined;
+      // Only a holder limit needs the other members (the loan is then guarded on all of them).
+      const members = req.config.max_checkouts_per_entity > 0 ? await readMembers(storage, req.config.service_account_names) : [given];
+      const member = members.find((m) => m.name.toLowerCase() === given.name.toLowerCase());
       const state = member?.snapshot?.state;
       if (!member || state?.state !== 'available' || state.reserved_for !== waiter.id) continue;
       checkHolderLimit(req, members);
       const password = await tryLend(req, member, members, queue.served(req.set, waiter));
-      if (password !== undefined) return { account, password };
+      if (password !== undefined) return { account: member.name, password };
     }
   };
 

@@ -19,7 +19,7 @@ import type { StorageCondition, StorageOp } from '../../core/storage/types.ts';
 import type { StorageView } from '../../core/storage/view.ts';
 import { KeyedLock } from '../../core/keyed-lock.ts';
 import type { LdapEngine } from './config.ts';
-import { putAccountOp, readAccount, readLibrarySet, unchangedAccount, type AccountSnapshot } from './library-store.ts';
+import { accountRecord, readAccount, readLibrarySet, unchangedAccount, type AccountSnapshot } from './library-store.ts';
 
 /** The longest `max_wait` a set may have, and so the longest a check-out waits. */
 export const MAX_WAIT_SECONDS = 600;
@@ -80,12 +80,12 @@ export function freeMembers(view: QueueView, members: Member[]): Member[] {
     .sort((a, b) => returnedAt(a) - returnedAt(b));
 }
 
-/** Which queued waiter holds which member: waiter id → member name. */
-function holdings(view: QueueView, members: Member[]): Map<string, string> {
-  const held = new Map<string, string>();
-  for (const { name, snapshot } of members) {
-    const state = snapshot?.state;
-    if (state?.state === 'available' && state.reserved_for !== undefined && reservationHolds(view, state.reserved_for)) held.set(state.reserved_for, name);
+/** Which queued waiter holds which member. */
+function holdings(view: QueueView, members: Member[]): Map<string, Member> {
+  const held = new Map<string, Member>();
+  for (const member of members) {
+    const state = member.snapshot?.state;
+    if (state?.state === 'available' && state.reserved_for !== undefined && reservationHolds(view, state.reserved_for)) held.set(state.reserved_for, member);
   }
   return held;
 }
@@ -97,9 +97,16 @@ export async function countWaiters(storage: StorageView, set: string): Promise<n
 
 type Engine = Pick<LdapEngine, 'ctx' | 'storage' | 'options'>;
 
+/** A waiter of this node that has an account in hand (given, or being lent). */
+const holdsLocally = (local: LocalWaiter | undefined): boolean => local !== undefined && (local.granted !== undefined || local.busy === true);
+
 interface LocalWaiter {
   /** Set while the check-out awaits `next`; resolves it with the account reserved for it (undefined: its entry is gone). */
-  wake?: (account: string | undefined) => void;
+  wake?: (account: Member | undefined) => void;
+  /** An account reserved for it that it has not taken yet, as the reservation left it. */
+  granted?: Member;
+  /** Trying to lend what `next` gave it: no other account is reserved for it meanwhile. */
+  busy?: boolean;
 }
 
 /** Grants and waits of one mount's library sets on this node. */
@@ -205,14 +212,23 @@ export class LibraryQueue {
    * Waits until an account is reserved for `waiter` and resolves with its name; undefined once `timeoutMs` has passed,
    * `signal` aborted, or the waiter's entry was dropped (judged stale by another node).
    */
-  next(set: string, waiter: Waiter, timeoutMs: number, signal: AbortSignal | undefined): Promise<string | undefined> {
+  next(set: string, waiter: Waiter, timeoutMs: number, signal: AbortSignal | undefined): Promise<Member | undefined> {
     const local = this.#local.get(set)?.get(waiter.id);
     if (!local || timeoutMs <= 0 || signal?.aborted) return Promise.resolve(undefined);
+    local.busy = false;
+    const granted = local.granted;
+    if (granted) {
+      local.granted = undefined;
+      local.busy = true;
+      return Promise.resolve(granted);
+    }
     return new Promise((resolve) => {
-      const finish = (account: string | undefined) => {
+      const finish = (account: Member | undefined) => {
         clearTimeout(timer);
         signal?.removeEventListener('abort', aborted);
         local.wake = undefined;
+        local.granted = undefined;
+        local.busy = account !== undefined;
         resolve(account);
       };
       const aborted = () => finish(undefined);
@@ -224,22 +240,33 @@ export class LibraryQueue {
   }
 
   /**
-   * For a commit about to free an account of `set`: the first waiter holding no account, to reserve it for in that
-   * commit. `handed` must follow the commit, whether it landed or not.
+   * For a commit about to free an account of `set`: the first waiter known to hold no account, to reserve it for in
+   * that commit. `handed` must follow the commit, whether it landed or not. The records are not read (this is on
+   * the check-in's path): a waiter of another node may then get two accounts at once; it takes one, and the
+   * other's reservation is void as soon as it is served (its node's pump hands it on).
    */
-  async headFor(set: string, members: string[]): Promise<string | undefined> {
+  async headFor(set: string): Promise<string | undefined> {
     const view = await this.view(set);
-    if (view.live.length === 0) return undefined;
-    const held = holdings(view, await readMembers(this.#engine.storage, members));
-    const head = view.live.find((w) => !held.has(w.id) && !this.#handing.has(w.id));
+    const local = this.#local.get(set);
+    const head = view.live.find((w) => !this.#handing.has(w.id) && !holdsLocally(local?.get(w.id)));
     if (head) this.#handing.add(head.id);
     return head?.id;
   }
 
-  handed(set: string, id: string | undefined): void {
+  /** After the commit that reserved an account for waiter `id`: `freed` is the record that commit wrote. */
+  handed(set: string, id: string | undefined, freed: Member | undefined): void {
     if (id === undefined) return;
     this.#handing.delete(id);
-    this.#wakeHolder(set, id);
+    const local = this.#local.get(set)?.get(id);
+    // A waiter of this node takes it from the record as written, without reading anything (a stale one fails its
+    // compare-and-set, and the waiter looks again).
+    if (local && freed) this.#give(local, freed);
+    else this.#wakeHolder(set, id);
+  }
+
+  #give(local: LocalWaiter, account: Member): void {
+    if (local.wake) local.wake(account);
+    else local.granted = account;
   }
 
   /** The node of waiter `id` looks now: this one at once, another through a signal. */
@@ -301,20 +328,21 @@ export class LibraryQueue {
     const view = await this.view(set);
     const members = await readMembers(storage, names);
     const held = holdings(view, members);
-    const heads = view.live.filter((w) => !held.has(w.id) && !this.#handing.has(w.id));
+    const heads = view.live.filter((w) => !held.has(w.id) && !this.#handing.has(w.id) && !holdsLocally(waiters.get(w.id)));
     const free = freeMembers(view, members);
     for (let i = 0; i < Math.min(heads.length, free.length); i++) {
       const { name, snapshot } = free[i];
       if (snapshot?.state.state !== 'available') continue;
-      const reserved = putAccountOp({ ...snapshot.state, reserved_for: heads[i].id });
-      if (!(await storage.transaction([reserved], [unchangedAccount(name, snapshot)]))) continue;
-      held.set(heads[i].id, name);
+      const reserved = accountRecord({ ...snapshot.state, reserved_for: heads[i].id });
+      if (!(await storage.transaction([reserved.op], [unchangedAccount(name, snapshot)]))) continue;
+      held.set(heads[i].id, { name, snapshot: reserved.snapshot });
       if (!waiters.has(heads[i].id)) this.#wakeHolder(set, heads[i].id);
     }
     for (const [id, local] of waiters) {
       const account = held.get(id);
-      if (account !== undefined) local.wake?.(account);
-      else if (!view.liveIds.has(id) && parseWaiter(id)!.ticket < view.next) local.wake?.(undefined);
+      if (account !== undefined) {
+        if (!local.busy) this.#give(local, account);
+      } else if (!view.liveIds.has(id) && parseWaiter(id)!.ticket < view.next) local.wake?.(undefined);
     }
   }
 }

@@ -108,6 +108,12 @@ export const deleteAccountOp = (name: string): StorageOp => ({ type: 'delete', k
 /** Guard: the account record still holds exactly what `snapshot` saw. */
 export const unchangedAccount = (name: string, snapshot: AccountSnapshot): StorageCondition => ({ key: accountKey(name), expected: snapshot.raw });
 
+/** An account's record as a write, and the snapshot it leaves (which later writes can guard on without reading it back). */
+export function accountRecord(state: AccountState): { op: StorageOp; snapshot: AccountSnapshot } {
+  const value = jsonBytes(accountStateSchema.parse(state));
+  return { op: { type: 'put', key: accountKey(state.name), value }, snapshot: { state, raw: value } };
+}
+
 /**
  * The check-in claim of a lent account: the write that moves it to `returning` (to be guarded on the snapshot
  * it was read in) and the snapshot it leaves, which later writes can guard on without reading it back.
