@@ -17,7 +17,6 @@
 import { ConflictError, ThrottledError } from '../../core/errors.ts';
 import type { StorageCondition, StorageOp } from '../../core/storage/types.ts';
 import type { StorageView } from '../../core/storage/view.ts';
-import { KeyedLock } from '../../core/keyed-lock.ts';
 import type { LdapEngine } from './config.ts';
 import { accountRecord, readAccount, readLibrarySet, unchangedAccount, type AccountSnapshot } from './library-store.ts';
 
@@ -27,7 +26,7 @@ const QUEUE_PREFIX = 'library-queue/';
 const TICKET_PREFIX = 'library-queue-ticket/';
 /** Fixed width, so the store's sorted listing is ticket order. */
 const TICKET_DIGITS = 15;
-/** Compare-and-set rounds of one enqueue against others queueing on the same set at once. */
+/** Compare-and-set rounds of one enqueue against other nodes' queueing on the same set at once. */
 const ENQUEUE_ATTEMPTS = 100;
 const WAITER_VALUE = Buffer.from('{}');
 
@@ -119,7 +118,8 @@ export class LibraryQueue {
   readonly #handing = new Set<string>();
   readonly #pumping = new Set<string>();
   readonly #again = new Set<string>();
-  readonly #enqueues = new KeyedLock();
+  /** Check-outs asking to be queued, by set, while an enqueue of the set commits. */
+  readonly #asking = new Map<string, Array<{ resolve(w: Waiter): void; reject(err: Error): void }>>();
   #timer: NodeJS.Timeout | undefined;
   readonly #unsubscribe: () => void;
 
@@ -150,31 +150,62 @@ export class LibraryQueue {
   }
 
   /**
-   * Queues a check-out at the end of the set's queue; 429 naming the set when the queue is full. This node's
-   * enqueues of one set take turns: only other nodes' can make the counter's compare-and-set fail.
+   * Queues a check-out at the end of the set's queue; 429 naming the set when the queue is full. The check-outs of
+   * one set that ask while this node's previous enqueue commits are queued together, in one commit (tickets in
+   * the order they asked): one at a time, each paid a whole commit's latency, and a fleet queued no faster than
+   * that; only other nodes' enqueues can make the counter's compare-and-set fail.
    */
   enqueue(set: string): Promise<Waiter> {
-    return this.#enqueues.run(set, () => this.#enqueue(set));
+    return new Promise((resolve, reject) => {
+      let asking = this.#asking.get(set);
+      if (!asking) this.#asking.set(set, (asking = []));
+      asking.push({ resolve, reject });
+      if (asking.length === 1) void this.#enqueueAll(set);
+    });
   }
 
-  async #enqueue(set: string): Promise<Waiter> {
+  async #enqueueAll(set: string): Promise<void> {
+    // Runs while check-outs of the set ask; the first of each batch started it.
+    for (let asking = this.#asking.get(set); asking?.length; asking = this.#asking.get(set)) {
+      // Those asking now; later ones wait for the next commit.
+      const batch = asking.slice();
+      try {
+        const waiters = await this.#enqueueBatch(set, batch.length);
+        batch.forEach((ask, i) => (waiters[i] ? ask.resolve(waiters[i]) : ask.reject(this.#full(set))));
+      } catch (err) {
+        for (const ask of batch) ask.reject(err as Error);
+      }
+      const rest = this.#asking.get(set)!.slice(batch.length);
+      if (rest.length) this.#asking.set(set, rest);
+      else this.#asking.delete(set);
+    }
+  }
+
+  #full(set: string): ThrottledError {
+    return new ThrottledError(`library set "${set}" already has as many check-outs waiting as allowed (${this.#engine.options.libraryMaxWaiters}); retry later`);
+  }
+
+  /** Queues up to `count` waiters in one commit, as many as the cap leaves room for. */
+  async #enqueueBatch(set: string, count: number): Promise<Waiter[]> {
     const { storage, ctx, options } = this.#engine;
     for (let attempt = 0; attempt < ENQUEUE_ATTEMPTS; attempt++) {
       const view = await this.view(set);
-      if (view.live.length >= options.libraryMaxWaiters) {
-        throw new ThrottledError(`library set "${set}" already has ${view.live.length} check-outs waiting (the most allowed); retry later`);
-      }
-      const waiter: Waiter = { id: `${String(view.next).padStart(TICKET_DIGITS, '0')}.${ctx.system.nodeId}`, ticket: view.next, node: ctx.system.nodeId };
+      const room = Math.min(count, options.libraryMaxWaiters - view.live.length);
+      if (room <= 0) return [];
+      const waiters: Waiter[] = Array.from({ length: room }, (_, i) => {
+        const ticket = view.next + i;
+        return { id: `${String(ticket).padStart(TICKET_DIGITS, '0')}.${ctx.system.nodeId}`, ticket, node: ctx.system.nodeId };
+      });
       const ops: StorageOp[] = [
-        { type: 'put', key: ticketKey(set), value: Buffer.from(String(view.next + 1)) },
-        { type: 'put', key: queueFolder(set) + waiter.id, value: WAITER_VALUE },
+        { type: 'put', key: ticketKey(set), value: Buffer.from(String(view.next + room)) },
+        ...waiters.map((w): StorageOp => ({ type: 'put', key: queueFolder(set) + w.id, value: WAITER_VALUE })),
       ];
       if (await storage.transaction(ops, [{ key: ticketKey(set), expected: view.counter }])) {
-        let waiters = this.#local.get(set);
-        if (!waiters) this.#local.set(set, (waiters = new Map()));
-        waiters.set(waiter.id, {});
+        let local = this.#local.get(set);
+        if (!local) this.#local.set(set, (local = new Map()));
+        for (const w of waiters) local.set(w.id, {});
         this.#poll();
-        return waiter;
+        return waiters;
       }
     }
     throw new ConflictError(`too many check-outs were queueing on library set "${set}" at once; retry the request`);
