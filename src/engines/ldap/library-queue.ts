@@ -121,13 +121,11 @@ export class LibraryQueue {
   /** Check-outs asking to be queued, by set, while an enqueue of the set commits. */
   readonly #asking = new Map<string, Array<{ resolve(w: Waiter): void; reject(err: Error): void }>>();
   #timer: NodeJS.Timeout | undefined;
-  readonly #unsubscribe: () => void;
+  #unsubscribe: (() => void) | undefined;
 
   constructor(engine: Engine, pollMs: number) {
     this.#engine = engine;
     this.#pollMs = pollMs;
-    // Another node freed or reserved an account of a set (LISTEN/NOTIFY on PostgreSQL): look now, not at the poll.
-    this.#unsubscribe = engine.ctx.system.onSignal((set) => this.wake(set));
   }
 
   async view(set: string): Promise<QueueView> {
@@ -337,11 +335,14 @@ export class LibraryQueue {
   /** The mount goes away. */
   close(): void {
     this.stop();
-    this.#unsubscribe();
+    this.#unsubscribe?.();
   }
 
   /** While this node has waiters, it looks again every `pollMs`: reservations made on other nodes, stale waiters. */
   #poll(): void {
+    // Another node freed or reserved an account of a set (LISTEN/NOTIFY on PostgreSQL): look now, not at the poll.
+    // Heard from the first wait on: a node where nobody waits has nothing to look for.
+    this.#unsubscribe ??= this.#engine.ctx.system.onSignal((set) => this.wake(set));
     if (this.#timer) return;
     this.#timer = setInterval(() => {
       if (this.#local.size === 0) return this.stop();
