@@ -292,8 +292,10 @@ export function libraryCheckoutPart(engine: Engine): LdapEnginePart {
             if (req.data.wait !== undefined && req.data.wait > set.max_wait) {
               throw new BadRequestError(`invalid value for field "wait": ${req.data.wait}s is longer than the set's max_wait (${set.max_wait}s)`);
             }
+            const wait = req.data.wait ?? 0;
+            // Only a waiting check-out watches its connection (a listener per request otherwise).
             const loan = await checkOut({
-              set: name, config: set, borrower, lease: (account) => req.leaseWrite(secret(account)), wait: req.data.wait ?? 0, disconnected: req.disconnected(),
+              set: name, config: set, borrower, lease: (account) => req.leaseWrite(secret(account)), wait, disconnected: wait > 0 ? req.disconnected() : undefined,
             });
             return { data: { service_account_name: loan.account, password: loan.password }, secret: secret(loan.account) };
           },
