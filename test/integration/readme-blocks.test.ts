@@ -2,8 +2,8 @@
 // no-run, in document order (README.md, then docs/*.md by name), in one bash, against the real processes the blocks
 // themselves start (examples/ldap's slapd, `npm run emulator`, `npm start`). Only the ports and the root token the
 // text exports are replaced, so a command that stops working fails here.
-import { spawn } from 'node:child_process';
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdtemp, readdir, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -108,5 +108,34 @@ describe('README.md and docs/*.md walkthroughs', () => {
     if (process.env.DOC_BLOCKS_SHOW) console.log(run.output);
     expect(run.code, `the block at ${last} failed (exit ${run.code}):\n${run.output.slice(-4000)}`).toBe(0);
     expect(last).toBe('end');
+  });
+});
+
+describe('npm run emulator', () => {
+  it('"it prints the commands that get a managed-identity token and log in through auth/cloud/, and they are the README\'s"', async () => {
+    const dir = join(work, 'emulator');
+    const child = spawn(process.execPath, ['test/support/azure-emulator/main.ts', '--port', String(await freePortRun()), '--dir', dir],
+      { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    try {
+      let printed = '';
+      child.stdout!.on('data', (c: Buffer) => (printed += c.toString('utf8')));
+      const until = performance.now() + 30_000;
+      while (!printed.includes('Ctrl-C to stop.') && child.exitCode === null && performance.now() < until) await new Promise((r) => setTimeout(r, 50));
+      expect(printed).toContain('Ctrl-C to stop.');
+      const commands = printed.slice(printed.indexOf('\n# ')).split('\n')
+        .filter((l) => l.trim() !== '' && !l.startsWith('#') && l !== 'Ctrl-C to stop.');
+      expect(commands[0]).toBe(`export EMULATOR_DIR=${dir}`);
+      const readme = new Set((await documents())[0].blocks.filter((b) => b.run).flatMap((b) => b.text.split('\n')));
+      expect(commands.length).toBeGreaterThan(10);
+      for (const line of commands.slice(1)) expect(readme, `a printed line the README lacks: ${line}`).toContain(line);
+      // What the client shell sources holds the tenant's client secret: only its owner may read it.
+      expect((await stat(join(dir, 'tenant.env'))).mode & 0o777).toBe(0o600);
+    } finally {
+      child.kill('SIGTERM');
+    }
+  });
+
+  it('"its default state directory, which holds the CA key, is git-ignored"', () => {
+    expect(execFileSync('git', ['check-ignore', '.azure-emulator/ca.key'], { cwd: ROOT, encoding: 'utf8' }).trim()).toBe('.azure-emulator/ca.key');
   });
 });
