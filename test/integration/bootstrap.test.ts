@@ -69,16 +69,16 @@ async function bootNode(file: string, secrets: { token: string }, env: Record<st
 /** The reports logged so far. */
 const reports = (n: NodeProcess) => n.logs.filter((l) => l.msg === 'bootstrap applied') as unknown as Array<{ counts: Record<string, number>; created: string[]; changed: string[]; unchanged: string[]; removed: string[] }>;
 
-/** Sends SIGHUP and waits (bounded) for one more log line with `msg`. */
-async function hangUp(n: NodeProcess, msg: string): Promise<Record<string, any>> {
+/** Sends SIGUSR2 (re-apply the file) and waits (bounded) for one more log line with `msg`. */
+async function reapply(n: NodeProcess, msg: string): Promise<Record<string, any>> {
   const before = n.logs.filter((l) => l.msg === msg).length;
-  n.proc.kill('SIGHUP');
+  n.proc.kill('SIGUSR2');
   for (let i = 0; i < 300; i++) {
     const lines = n.logs.filter((l) => l.msg === msg);
     if (lines.length > before) return lines.at(-1)!;
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
-  throw new Error(`no "${msg}" after SIGHUP`);
+  throw new Error(`no "${msg}" after SIGUSR2`);
 }
 
 const staticCred = async (n: NodeProcess) => (await n.request('GET', 'ldap/static-cred/app')).body.data;
@@ -108,20 +108,20 @@ describe('STRONGROOM_BOOTSTRAP at start', () => {
     for (const secret of [token, ou.engine.password, cred.password, dyn.body.data.password]) expect(logs).not.toContain(secret);
   });
 
-  it('"applying it twice changes nothing": SIGHUP with the same file reports every object unchanged and rotates nothing', async () => {
+  it('"applying it twice changes nothing": SIGUSR2 with the same file reports every object unchanged and rotates nothing', async () => {
     const n = await bootNode(writeSpec(spec(ou)), { token: randomBytes(12).toString('hex') });
     const before = await staticCred(n);
-    const report = await hangUp(n, 'bootstrap applied');
-    expect(report.counts).toEqual({ created: 0, changed: 0, unchanged: 7, removed: 0 });
+    const report = await reapply(n, 'bootstrap applied');
+    expect(report.counts).toEqual({ created: 0, changed: 0, unchanged: 7, removed: 0, skipped: 0, disabled: 0 });
     expect(await staticCred(n)).toMatchObject({ password: before.password, last_service_rotation: before.last_service_rotation });
   });
 
-  it('"a changed file applied by SIGHUP updates only what changed"', async () => {
+  it('"a changed file applied by SIGUSR2 updates only what changed"', async () => {
     const file = writeSpec(spec(ou));
     const n = await bootNode(file, { token: randomBytes(12).toString('hex') });
     const before = await staticCred(n);
     writeSpec(spec(ou, { rotationPeriod: '48h', policyCaps: '"read", "list"' }));
-    const report = await hangUp(n, 'bootstrap applied');
+    const report = await reapply(n, 'bootstrap applied');
     expect(report.changed.sort()).toEqual(['ldap/static-role/app', 'sys/policies/acl/ci']);
     expect(report.counts).toMatchObject({ created: 0, changed: 2, removed: 0 });
     expect((await n.request('GET', 'ldap/static-role/app')).body.data.rotation_period).toBe(172800);
@@ -130,13 +130,13 @@ describe('STRONGROOM_BOOTSTRAP at start', () => {
     expect((await staticCred(n)).password).toBe(before.password);
   });
 
-  it('"on SIGHUP an invalid file is logged and nothing changes" (a misspelt field, a missing variable, a bad duration): the server keeps serving', async () => {
+  it('"on SIGUSR2 an invalid file is logged and nothing changes" (a misspelt field, a missing variable, a bad duration): the server keeps serving', async () => {
     const n = await bootNode(writeSpec(spec(ou)), { token: randomBytes(12).toString('hex') });
     const broken = spec(ou, { rotationPeriod: 'soon' }) as Record<string, any>;
     broken.mounts[0].config.bindpass = '${NOT_SET_ANYWHERE}';
     broken.mounts[0].config.bindpas = 'a typo';
     writeSpec(broken);
-    const logged = await hangUp(n, 'bootstrap file is invalid: nothing was changed');
+    const logged = await reapply(n, 'bootstrap file is invalid: nothing was changed');
     expect(logged.errors).toEqual([
       expect.stringMatching(/:\d+: mounts\[0\]\.config\.bindpass: \$\{NOT_SET_ANYWHERE\}: the environment variable NOT_SET_ANYWHERE is not set$/),
       expect.stringMatching(/:\d+: mounts\[0\]\.config\.bindpas: unknown field "bindpas" for ldap\/config; did you mean "bindpass"\?$/),
