@@ -95,6 +95,10 @@ describe('SIGHUP (log rotation)', () => {
     expect(reports(n)).toHaveLength(1);
     expect(await lookupSelf(n, token)).toBe(403);
     expect(n.proc.exitCode).toBeNull();
+    // An apply SIGHUP had started would have logged by the time SIGUSR2's has: there is exactly one more report.
+    const report = await signal(n, 'SIGUSR2', 'bootstrap applied') as Report;
+    expect(reports(n)).toHaveLength(2);
+    expect(names(report)).toEqual(['tokens[0] (ci)']);
   });
 });
 
