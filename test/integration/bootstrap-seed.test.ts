@@ -1,7 +1,6 @@
 // "The bootstrap file is a seed, not a time machine" (docs/security.md, audit 2026-11-28 N4, N8, (b)), against real
 // server processes and real signals: logrotate's SIGHUP re-applies nothing, SIGUSR2 re-applies the file without
 // undoing what an operator revoked, deleted or disabled since, and the file cannot declare a path to root.
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -9,7 +8,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
-import { startNode, type NodeProcess } from '../support/node-process.ts';
+import { runToExit, signalAndWait, startNode, type NodeProcess } from '../support/node-process.ts';
 
 const MAIN = fileURLToPath(new URL('../../src/main.ts', import.meta.url));
 const CLI = fileURLToPath(new URL('../../src/bootstrap/cli.ts', import.meta.url));
@@ -55,17 +54,6 @@ async function boot(file: string, token: string, env: Record<string, string> = {
 type Report = { counts: Record<string, number>; created: string[]; changed: string[]; unchanged: string[]; removed: string[]; skipped: Array<{ name: string; reason: string }>; disabled: string[] };
 const reports = (n: NodeProcess) => n.logs.filter((l) => l.msg === 'bootstrap applied') as unknown as Report[];
 
-/** Sends `signal` and waits (bounded) for one more log line with `msg`. */
-async function signal(n: NodeProcess, sig: NodeJS.Signals, msg: string): Promise<Record<string, any>> {
-  const before = n.logs.filter((l) => l.msg === msg).length;
-  n.proc.kill(sig);
-  for (let i = 0; i < 300; i++) {
-    const lines = n.logs.filter((l) => l.msg === msg);
-    if (lines.length > before) return lines.at(-1)!;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  throw new Error(`no "${msg}" after ${sig}`);
-}
 
 /** SIGHUP, then proof that the node handled it: the audit file is reopened (a request after it is in the file). */
 async function hangUp(n: NodeProcess, auditFile: string): Promise<void> {
@@ -96,7 +84,7 @@ describe('SIGHUP (log rotation)', () => {
     expect(await lookupSelf(n, token)).toBe(403);
     expect(n.proc.exitCode).toBeNull();
     // An apply SIGHUP had started would have logged by the time SIGUSR2's has: there is exactly one more report.
-    const report = await signal(n, 'SIGUSR2', 'bootstrap applied') as Report;
+    const report = await signalAndWait(n, 'SIGUSR2', 'bootstrap applied') as Report;
     expect(reports(n)).toHaveLength(2);
     expect(names(report)).toEqual(['tokens[0] (ci)']);
   });
@@ -124,7 +112,7 @@ describe('SIGUSR2 (re-apply the file)', () => {
 
     // Twice: the second apply finds the same and says the same.
     for (let i = 0; i < 2; i++) {
-      const report = await signal(n, 'SIGUSR2', 'bootstrap applied') as Report;
+      const report = await signalAndWait(n, 'SIGUSR2', 'bootstrap applied') as Report;
       expect(report.skipped.find((s) => s.name === name)?.reason).toMatch(/outside the file/);
       expect(report.created).toEqual([]);
       expect(report.changed).toEqual([]);
@@ -138,7 +126,7 @@ describe('SIGUSR2 (re-apply the file)', () => {
   it('"what lives under a skipped mount is skipped with it": the disabled mount\'s role is reported, not written into nothing', async () => {
     const n = await boot(writeSpec(spec()), `ci-${randomBytes(12).toString('hex')}`);
     await n.request('DELETE', 'sys/mounts/dir');
-    const report = await signal(n, 'SIGUSR2', 'bootstrap applied') as Report;
+    const report = await signalAndWait(n, 'SIGUSR2', 'bootstrap applied') as Report;
     expect(names(report)).toEqual(['dir/', 'dir/role/ci']);
     expect(report.skipped.find((s) => s.name === 'dir/role/ci')?.reason).toBe('its mount was disabled outside the file');
   });
@@ -152,7 +140,7 @@ describe('SIGUSR2 (re-apply the file)', () => {
     await n.request('DELETE', 'sys/mounts/spare');
     // Other fields of the token change, its id does not: the tombstone holds.
     writeSpec(spec({ roleTtl: '2h', tokenTtl: '2h', description: 'back again' }));
-    const report = await signal(n, 'SIGUSR2', 'bootstrap applied') as Report;
+    const report = await signalAndWait(n, 'SIGUSR2', 'bootstrap applied') as Report;
     expect(report.created.sort()).toEqual(['dir/role/ci', 'spare/']);
     expect(names(report)).toEqual(['tokens[0] (ci)']);
     expect(report.skipped[0].reason).toMatch(/never used again; give the file another id/);
@@ -169,14 +157,14 @@ describe('SIGUSR2 (re-apply the file)', () => {
     await n.request('POST', 'auth/token/revoke', { body: { token } });
     const fresh = `ci-${randomBytes(12).toString('hex')}`;
     writeFileSync(join(dir, 'token'), fresh);
-    const report = await signal(n, 'SIGUSR2', 'bootstrap applied') as Report;
+    const report = await signalAndWait(n, 'SIGUSR2', 'bootstrap applied') as Report;
     expect(report.created).toEqual(['tokens[0] (ci)']);
     expect(report.skipped).toEqual([]);
     expect(await lookupSelf(n, fresh)).toBe(200);
     expect(await lookupSelf(n, token)).toBe(403);
     // And back to the old id: still refused, the tombstone outlives the file's change.
     writeFileSync(join(dir, 'token'), token);
-    const back = await signal(n, 'SIGUSR2', 'bootstrap applied') as Report;
+    const back = await signalAndWait(n, 'SIGUSR2', 'bootstrap applied') as Report;
     expect(names(back)).toEqual(['tokens[0] (ci)']);
     expect(await lookupSelf(n, token)).toBe(403);
   });
@@ -197,7 +185,7 @@ describe('SIGUSR2 (re-apply the file)', () => {
   it('SIGUSR2 without a bootstrap file is logged and does not end the server', async () => {
     const n = await startNode('memory', randomBytes(32).toString('base64'));
     nodes.push(n);
-    await signal(n, 'SIGUSR2', 'SIGUSR2 re-applies a bootstrap file, and none is set (STRONGROOM_BOOTSTRAP): nothing was done');
+    await signalAndWait(n, 'SIGUSR2', 'SIGUSR2 re-applies a bootstrap file, and none is set (STRONGROOM_BOOTSTRAP): nothing was done');
     expect((await n.request('GET', 'sys/health', { token: null })).status).toBe(200);
   });
 });
@@ -207,7 +195,7 @@ describe('an audit device changed by the file', () => {
     const auditFile = join(dir, 'audit.log');
     const n = await boot(writeSpec(spec({ auditFile })), `ci-${randomBytes(12).toString('hex')}`);
     writeSpec(spec({ auditFile: join(dir, 'missing', 'audit.log') }));
-    const failed = await signal(n, 'SIGUSR2', 'bootstrap stopped at its first failure: what is listed as created, changed, removed or disabled was applied, nothing after it');
+    const failed = await signalAndWait(n, 'SIGUSR2', 'bootstrap stopped at its first failure: what is listed as created, changed, removed or disabled was applied, nothing after it');
     expect(failed.reason).toMatch(/^audit\[0\] \(line \d+\), sys\/audit\/file: POST sys\/audit\/file: 400 .*the device enabled before is kept, nothing was disabled\)$/);
     expect(failed.disabled).toEqual([]);
     const devices = (await n.request('GET', 'sys/audit')).body.data;
@@ -222,7 +210,7 @@ describe('an audit device changed by the file', () => {
     const n = await boot(writeSpec(spec()), `ci-${randomBytes(12).toString('hex')}`);
     const moved = join(dir, 'moved.log');
     writeSpec(spec({ auditFile: moved }));
-    const report = await signal(n, 'SIGUSR2', 'bootstrap applied') as Report;
+    const report = await signalAndWait(n, 'SIGUSR2', 'bootstrap applied') as Report;
     expect(report.changed).toEqual(['sys/audit/file']);
     expect(report.disabled).toEqual(['sys/audit/file']);
     const devices = (await n.request('GET', 'sys/audit')).body.data;
@@ -235,17 +223,6 @@ describe('an audit device changed by the file', () => {
   });
 });
 
-/** Runs `args` with node to its exit: the code and what it printed. */
-function run(args: string[], env: Record<string, string>): Promise<{ code: number | null; stderr: string; stdout: string }> {
-  return new Promise((resolve) => {
-    const p = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stderr = '';
-    let stdout = '';
-    p.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-    p.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
-    p.once('exit', (code) => resolve({ code, stderr, stdout }));
-  });
-}
 
 const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
@@ -266,11 +243,11 @@ describe('tokens the file cannot declare', () => {
   it.each(hostile)('"the file cannot declare root-policy tokens or tokens that renew forever": %s — --check refuses it, the server refuses to start', async (_, fields, message) => {
     const token = `ci-${randomBytes(12).toString('hex')}`;
     const file = fileWith(fields);
-    const check = await run([CLI, '--check', file], env(token));
+    const check = await runToExit([CLI, '--check', file], env(token));
     expect(check.code).toBe(2);
     expect(check.stderr).toMatch(new RegExp(`strongroom\\.yaml:\\d+: ${escape(message)}\n`));
     const storeDir = join(dir, 'data');
-    const start = await run([MAIN], { ...env(token), STRONGROOM_BOOTSTRAP: file, STRONGROOM_STORAGE: `sqlite:${join(storeDir, 'db')}`, STRONGROOM_ADDR: '127.0.0.1:0' });
+    const start = await runToExit([MAIN], { ...env(token), STRONGROOM_BOOTSTRAP: file, STRONGROOM_STORAGE: `sqlite:${join(storeDir, 'db')}`, STRONGROOM_ADDR: '127.0.0.1:0' });
     expect(start.code).toBe(2);
     expect(start.stderr).toMatch(new RegExp(`strongroom\\.yaml:\\d+: ${escape(message)}\n`));
     expect(existsSync(storeDir)).toBe(false);
@@ -282,14 +259,14 @@ describe('tokens the file cannot declare', () => {
     const n = await boot(writeSpec({ policies: { acl: [{ name: 'ci', policy: 'path "x" { capabilities = ["read"] }' }] } }), token, { POLICY: 'root' });
     for (const [, fields, message] of hostile) {
       fileWith(fields);
-      const logged = await signal(n, 'SIGUSR2', 'bootstrap file is invalid: nothing was changed');
+      const logged = await signalAndWait(n, 'SIGUSR2', 'bootstrap file is invalid: nothing was changed');
       expect(logged.errors).toEqual([expect.stringMatching(new RegExp(`:\\d+: ${escape(message)}$`))]);
       expect(await lookupSelf(n, token)).toBe(403);
     }
   });
 
   it('a period bounded by explicit_max_ttl is accepted', async () => {
-    const check = await run([CLI, '--check', fileWith({ policies: ['ci'], period: '1h', explicit_max_ttl: '24h' })], env('x'));
+    const check = await runToExit([CLI, '--check', fileWith({ policies: ['ci'], period: '1h', explicit_max_ttl: '24h' })], env('x'));
     expect(check.code, check.stderr).toBe(0);
   });
 });
