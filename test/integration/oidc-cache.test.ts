@@ -1,8 +1,10 @@
 // How long a verifier may cache the plugin identity issuer's discovery document and keys.
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { randomBytes } from 'node:crypto';
+import { afterEach, beforeEach, describe, expect, inject, it } from 'vitest';
 import { FakeClock } from '../../src/core/clock.ts';
 import { MemoryStorage } from '../../src/core/storage/memory.ts';
 import { CountingStorage } from '../support/counting-storage.ts';
+import { createDatabase } from '../support/postgres.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 
 const DISCOVERY = 'identity/oidc/plugins/.well-known/openid-configuration';
@@ -116,5 +118,34 @@ describe('the documents served from the server\'s cache (cheap for strangers)', 
     await clock.advance(3600_000);
     const later = await kids();
     expect(later.filter((k) => !rotated.includes(k))).toHaveLength(1);
+  });
+});
+
+describe('the cached documents on a cluster', () => {
+  it('"refreshed after a key rotation" made on another node: within the coherence bound (docs/ha.md), not at the next scheduled rotation', async () => {
+    const db = await createDatabase(inject('postgres'));
+    const unsealKey = randomBytes(32).toString('base64');
+    const timings = { leaseTtlMs: 1500, renewMs: 200, pollMs: 100, heartbeatMs: 300, deadAfterMs: 2000 };
+    const a = await startTestServer({ postgresUrl: db.url, unsealKey, cluster: timings });
+    const b = await startTestServer({ postgresUrl: db.url, unsealKey, cluster: timings });
+    try {
+      expect((await a.request('POST', 'identity/oidc/key/shared')).status).toBe(204);
+      const kids = async (s: TestServer) => ((await s.request('GET', KEYS, { token: null })).body.keys as Array<{ kid: string }>).map((k) => k.kid).sort();
+      const before = await kids(a);
+      expect(before).toHaveLength(2);
+      expect((await b.request('POST', 'identity/oidc/key/shared/rotate')).status).toBe(204);
+      const after = await kids(b);
+      expect(after).toHaveLength(3);
+      let seen: string[] = before;
+      for (let i = 0; i < 100 && seen.length !== 3; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        seen = await kids(a);
+      }
+      expect(seen).toEqual(after);
+    } finally {
+      await a.close();
+      await b.close();
+      await db.drop();
+    }
   });
 });
