@@ -52,7 +52,7 @@ export class BootstrapApplyError extends Error {
 const BOOTSTRAP_TOKEN_TTL = 15 * 60;
 const RECORD_KEY = 'bootstrap/applied';
 /** Where a changed audit device's new version is enabled first, beside the old one (`sys/audit/file-bootstrap-new`). */
-export const TEMPORARY_DEVICE_SUFFIX = '-bootstrap-new';
+const TEMPORARY_DEVICE_SUFFIX = '-bootstrap-new';
 
 interface MountEntry {
   type?: string;
