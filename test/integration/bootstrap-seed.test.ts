@@ -8,7 +8,10 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
+import { applyBootstrap } from '../../src/bootstrap/apply.ts';
+import { parseBootstrap } from '../../src/bootstrap/load.ts';
 import { runToExit, signalAndWait, startNode, type NodeProcess } from '../support/node-process.ts';
+import { startTestServer } from '../support/server.ts';
 
 const MAIN = fileURLToPath(new URL('../../src/main.ts', import.meta.url));
 const CLI = fileURLToPath(new URL('../../src/bootstrap/cli.ts', import.meta.url));
@@ -187,6 +190,39 @@ describe('SIGUSR2 (re-apply the file)', () => {
     nodes.push(n);
     await signalAndWait(n, 'SIGUSR2', 'SIGUSR2 re-applies a bootstrap file, and none is set (STRONGROOM_BOOTSTRAP): nothing was done');
     expect((await n.request('GET', 'sys/health', { token: null })).status).toBe(200);
+  });
+});
+
+describe('bringing a skipped object back (in-process)', () => {
+  const load = (content: unknown) => parseBootstrap('f.yaml', stringify(content), { allowTokenIds: true });
+  const file = (extra: Record<string, unknown> = {}) => load({ mounts: [{ path: 'dir', type: 'ldap', dynamic_roles: [{ name: 'ci', default_ttl: '1h', ...ROLE }] }], ...extra });
+
+  it('"or re-create it through the API": a mount enabled again by hand (a new accessor) is filled in by the file, not skipped', async () => {
+    const s = await startTestServer();
+    try {
+      await applyBootstrap(s.core, file());
+      expect((await s.request('DELETE', 'sys/mounts/dir')).status).toBe(204);
+      expect((await applyBootstrap(s.core, file())).skipped.map((x) => x.name)).toEqual(['dir/', 'dir/role/ci']);
+      expect((await s.request('POST', 'sys/mounts/dir', { body: { type: 'ldap' } })).status).toBe(204);
+      const report = await applyBootstrap(s.core, file());
+      expect(report).toMatchObject({ created: ['dir/role/ci'], unchanged: ['dir/'], skipped: [] });
+      expect((await s.request('GET', 'dir/role/ci')).status).toBe(200);
+    } finally {
+      await s.close();
+    }
+  });
+
+  it('"a pruned object declared again later is created": prune drops the records with the mount', async () => {
+    const s = await startTestServer();
+    try {
+      await applyBootstrap(s.core, file());
+      const pruned = await applyBootstrap(s.core, load({ prune: { mounts: true } }));
+      expect(pruned.removed).toContain('dir/');
+      const report = await applyBootstrap(s.core, file());
+      expect(report).toMatchObject({ created: ['dir/', 'dir/role/ci'], skipped: [] });
+    } finally {
+      await s.close();
+    }
   });
 });
 
