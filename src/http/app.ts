@@ -144,6 +144,7 @@ export function buildApp(core: Core, opts: AppOptions): FastifyInstance {
         token: tokenFromHeaders(req.headers),
         remoteAddress: req.ip,
         remotePort: req.socket.remotePort,
+        wrapTtl: firstHeader(req.headers['x-vault-wrap-ttl']),
       });
       await endOfTurn();
       if (logAccess) reply.served = res.served ?? null;
@@ -159,6 +160,8 @@ declare module 'fastify' {
     served: ServedRequest | null;
   }
 }
+
+const firstHeader = (v: string | string[] | undefined): string | undefined => (Array.isArray(v) ? v[0] : v);
 
 let turnEnd: Promise<void> | undefined;
 /**
