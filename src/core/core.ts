@@ -26,6 +26,7 @@ import { NO_METRICS, type CoreTelemetry } from './metrics.ts';
 import type { CoreRequest, CoreResponse, ServedRequest } from './request.ts';
 import { VERSION } from './version.ts';
 import { ResponseWrapper, requestedWrapTtl, wrappedEnvelope } from './wrapping.ts';
+import { pathHelp, wantsHelp } from './path-help.ts';
 
 /** Engine and auth method factories by type; a type name may exist in both classes ("cloud"). */
 export interface BackendRegistry {
@@ -627,6 +628,11 @@ export class Core {
     if (!mounted || !match) {
       if (acl && !acl.allowOperation(path, operation === 'list' ? 'list' : operation === 'read' ? 'read' : 'update', undefined).allowed) throw new PermissionDeniedError();
       throw new NotFoundError(mounted ? 'unsupported path' : `no handler for route "${path}". route entry not found.`);
+    }
+    if (operation === 'read' && wantsHelp(req.query)) {
+      // As in Vault: any capability on the path (not only read) lets a token see its help.
+      if (acl && acl.capabilities(path).every((c) => c === 'deny')) throw new PermissionDeniedError();
+      return { status: 200, headers: { 'content-type': 'application/json' }, body: JSON.stringify(pathHelp(mounted.entry.path, relative, match.def, VERSION)) };
     }
 
     const validated = validateFields(match.def.fields ?? {}, input);
