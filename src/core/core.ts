@@ -718,12 +718,12 @@ export class Core {
 
     const data = response?.data ?? null;
     if (!response || (response.data === undefined && !response.secret && !response.auth && !response.authBlock)) {
-      if (operation === 'read' || operation === 'list') throw new NotFoundError();
+      if (operation === 'read' || operation === 'list') throw new NotFoundError(`${operation === 'list' ? 'no entries' : 'no value'} found at "${path}"`);
       if (warnings.length === 0) return { status: response?.status ?? 204, headers: {}, body: undefined };
     }
     if (operation === 'list') {
       const keys = (data as { keys?: unknown } | null)?.keys;
-      if (!Array.isArray(keys) || keys.length === 0) throw new NotFoundError();
+      if (!Array.isArray(keys) || keys.length === 0) throw new NotFoundError(`no entries found at "${path}"`);
     }
     const envelope: Record<string, unknown> = {
       request_id: requestId, lease_id: issuedLease, renewable, lease_duration: leaseDuration, data,
