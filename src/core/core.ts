@@ -743,7 +743,7 @@ export class Core {
   async #wrapped(envelope: Record<string, unknown>, opts: { ttl: number; creationPath: string; wrappedAccessor?: string }, audit: AuditRecord | undefined): Promise<CoreResponse> {
     const wrapInfo = await this.wrapping.wrap(JSON.stringify(envelope), opts);
     if (audit) audit.envelope = { ...envelope, wrap_info: wrapInfo };
-    return { status: 200, headers: { 'content-type': 'application/json' }, body: JSON.stringify(wrappedEnvelope(envelope.request_id, wrapInfo)) };
+    return { status: 200, headers: { 'content-type': 'application/json' }, body: JSON.stringify(wrappedEnvelope(wrapInfo)) };
   }
 
   /** A secret's lease, its TTL clamped by the engine's cap, the mount and the system. */

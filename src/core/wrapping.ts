@@ -26,9 +26,9 @@ export interface WrapInfo {
   wrapped_accessor?: string;
 }
 
-/** The envelope a wrapped request answers with: nothing but how to unwrap. */
-export function wrappedEnvelope(requestId: unknown, wrapInfo: WrapInfo): Record<string, unknown> {
-  return { request_id: requestId, lease_id: '', renewable: false, lease_duration: 0, data: null, wrap_info: wrapInfo, warnings: null, auth: null, mount_type: '' };
+/** The envelope a wrapped request answers with: nothing but how to unwrap (Vault leaves even the request id empty). */
+export function wrappedEnvelope(wrapInfo: WrapInfo): Record<string, unknown> {
+  return { request_id: '', lease_id: '', renewable: false, lease_duration: 0, data: null, wrap_info: wrapInfo, warnings: null, auth: null, mount_type: '' };
 }
 
 /** What a wrapping token holds: the answer as the client would have read it, and where it came from. */

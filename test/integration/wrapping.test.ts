@@ -40,7 +40,7 @@ describe('X-Vault-Wrap-TTL on any request', () => {
   it('"wraps the response in a single-use token": the answer carries wrap_info and no data, lease or auth', async () => {
     const r = await s.request('POST', 'auth/token/create', { body: { policies: ['default'], ttl: '1h' }, headers: WRAP('2m') });
     expect(r.status).toBe(200);
-    expect(r.body).toMatchObject({ data: null, auth: null, lease_id: '', lease_duration: 0 });
+    expect(r.body).toMatchObject({ request_id: '', data: null, auth: null, lease_id: '', lease_duration: 0 });
     expect(r.body.wrap_info).toMatchObject({ ttl: 120, creation_path: 'auth/token/create' });
     expect(r.body.wrap_info.token).toMatch(/^hvs\./);
     expect(Date.parse(r.body.wrap_info.creation_time)).toBe(clock.now());

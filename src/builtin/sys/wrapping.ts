@@ -49,7 +49,7 @@ export function wrappingPaths(core: Core): PathDefinition[] {
       operations: {
         update: async (req) => {
           const wrapInfo = await core.wrapping.rewrap(wrappingToken(req, req.caller?.clientToken));
-          return { raw: { status: 200, body: JSON.stringify(wrappedEnvelope(req.requestId, wrapInfo)) } };
+          return { raw: { status: 200, body: JSON.stringify(wrappedEnvelope(wrapInfo)) } };
         },
       },
     }),
