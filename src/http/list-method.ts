@@ -51,7 +51,7 @@ export function answerListFromRawPacket(
     return true;
   }
   void core
-    .handle({ method: 'LIST', path: target.path, query: parseQuery(target.search), body: undefined, token: tokenFromHeaders(headers), remoteAddress: socket.remoteAddress ?? '', remotePort: socket.remotePort })
+    .handle({ method: 'LIST', path: target.path, query: parseQuery(target.search), body: undefined, token: tokenFromHeaders(headers), wrapTtl: headers['x-vault-wrap-ttl'], remoteAddress: socket.remoteAddress ?? '', remotePort: socket.remotePort })
     .then(send, () => fail(500, ['internal error']));
   return true;
 }

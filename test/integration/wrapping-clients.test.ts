@@ -90,6 +90,13 @@ describe('node-vault', () => {
     await expect(vault.unwrap({ token })).rejects.toMatchObject({ response: { statusCode: 400 } });
   });
 
+  it('"on any request": vault.list (the LIST method itself, on its own code path) is wrapped too', async () => {
+    const wrapped = await client().list('sys/policies/acl', { headers: { 'X-Vault-Wrap-TTL': '30s' } });
+    expect(wrapped.data).toBeNull();
+    const out = await client().unwrap({ token: wrapped.wrap_info.token });
+    expect(out.data.keys).toContain('default');
+  });
+
   it('"anyone holding the wrapping token": a client made with it unwraps a wrapped read', async () => {
     const wrapped = await client().read('sys/mounts/sys', { headers: { 'X-Vault-Wrap-TTL': '30s' } });
     const out = await client(wrapped.wrap_info.token).unwrap({});
