@@ -1,9 +1,11 @@
 // Response wrapping (docs/wrapping.md): X-Vault-Wrap-TTL on any request, and sys/wrapping/{wrap,unwrap,lookup,rewrap},
 // against a real server, slapd for the dynamic credential and a real file audit device.
+import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { FakeClock } from '../../src/core/clock.ts';
 import { auditDir, auditHash, enableFile, entriesAt, readEntries } from '../support/audit.ts';
 import { configure } from '../support/ldap-engine.ts';
+import { createDatabase } from '../support/postgres.ts';
 import { canBind, createIsolatedOu, type IsolatedOu } from '../support/slapd.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 
@@ -223,5 +225,26 @@ describe('audit', () => {
     expect(wrapped.response!.data.password).toBe(await auditHash(s, 'file', 'audit-secret'));
     const unwrapped = entriesAt(entries, 'sys/wrapping/unwrap');
     expect(unwrapped.map((e) => e.type)).toContain('response');
+  });
+});
+
+describe('two nodes on one PostgreSQL store', () => {
+  it('"exactly once" across nodes: a token wrapped on one node unwraps once, on either, and lookups agree', async () => {
+    const db = await createDatabase(inject('postgres'));
+    const key = randomBytes(32).toString('base64');
+    const a = await startTestServer({ postgresUrl: db.url, unsealKey: key });
+    const b = await startTestServer({ postgresUrl: db.url, unsealKey: key });
+    try {
+      const wrapped = await a.request('POST', 'sys/wrapping/wrap', { body: { v: 'shared' }, headers: WRAP('60s') });
+      const token = wrapped.body.wrap_info.token as string;
+      expect((await b.request('POST', 'sys/wrapping/lookup', { body: { token }, token: null })).body.data.creation_ttl).toBe(60);
+      const results = await Promise.all(Array.from({ length: 8 }, (_, i) => (i % 2 ? a : b).request('POST', 'sys/wrapping/unwrap', { body: { token } })));
+      expect(results.filter((r) => r.status === 200).map((r) => r.body.data)).toEqual([{ v: 'shared' }]);
+      expect(results.filter((r) => r.status === 400)).toHaveLength(7);
+    } finally {
+      await a.close();
+      await b.close();
+      await db.drop();
+    }
   });
 });
