@@ -226,6 +226,20 @@ describe('audit', () => {
     const unwrapped = entriesAt(entries, 'sys/wrapping/unwrap');
     expect(unwrapped.map((e) => e.type)).toContain('response');
   });
+
+  it('"a wrapped auth response": the entry records the new token and wrapped_accessor HMACed, and neither token in the clear', async () => {
+    const r = await s.request('POST', 'auth/token/create', { body: { policies: ['default'], ttl: '1h' }, headers: WRAP('60s') });
+    const info = r.body.wrap_info;
+    const inner = (await unwrap(info.token)).body.auth;
+    const text = (await import('node:fs')).readFileSync(audit.file(), 'utf8');
+    for (const secret of [info.token, inner.client_token, inner.accessor, info.accessor]) expect(text).not.toContain(secret);
+    const entry = entriesAt(readEntries(audit.file()), 'auth/token/create').filter((e) => e.type === 'response').at(-1)!;
+    expect(entry.response!.wrap_info).toMatchObject({
+      token: await auditHash(s, 'file', info.token), accessor: await auditHash(s, 'file', info.accessor),
+      wrapped_accessor: await auditHash(s, 'file', inner.accessor), creation_path: 'auth/token/create',
+    });
+    expect(entry.response!.auth.client_token).toBe(await auditHash(s, 'file', inner.client_token));
+  });
 });
 
 describe('two nodes on one PostgreSQL store', () => {
