@@ -5,7 +5,7 @@ import type { CoreResponse, ServedRequest } from '../core/request.ts';
 import { PayloadTooLargeError, StrongroomError } from '../core/errors.ts';
 import { accessLog } from './access-log.ts';
 import { cappedBody, storageUnavailable } from './admission.ts';
-import { parseBody, parseQuery, splitTarget } from './body.ts';
+import { OUTSIDE_API, parseBody, parseQuery, splitTarget } from './body.ts';
 import { answerListFromRawPacket } from './list-method.ts';
 import { tokenFromHeaders } from './token-header.ts';
 
@@ -41,8 +41,6 @@ const CLIENT_ERROR_STATUS: Record<string, [string, string]> = {
   HPE_INVALID_METHOD: ['400 Bad Request', 'unsupported HTTP method'],
 };
 const MALFORMED: [string, string] = ['400 Bad Request', 'malformed HTTP request'];
-/** Where every path of the API lives, for a request outside it. */
-const OUTSIDE_API = 'no handler for this route: every API path starts with /v1/';
 
 /**
  * One catch-all `/v1/*` route feeds the core pipeline: mounts are enabled at run time and Fastify cannot add

@@ -4,7 +4,7 @@ import type { Core } from '../core/core.ts';
 import type { CoreResponse } from '../core/request.ts';
 import type { AccessLog } from './access-log.ts';
 import { storageUnavailable } from './admission.ts';
-import { parseQuery, splitTarget } from './body.ts';
+import { OUTSIDE_API, parseQuery, splitTarget } from './body.ts';
 import { tokenFromHeaders } from './token-header.ts';
 
 /**
@@ -42,7 +42,7 @@ export function answerListFromRawPacket(
     return true;
   }
   if (!target) {
-    fail(404, []);
+    fail(404, [OUTSIDE_API]);
     return true;
   }
   const refused = storageUnavailable(core);

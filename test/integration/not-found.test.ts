@@ -72,6 +72,12 @@ describe('every error body carries at least one message', () => {
     expect(await res.json()).toEqual({ errors: ['no handler for this route: every API path starts with /v1/'] });
   });
 
+  it('LIST outside /v1/ (the LIST method\'s own code path) is a 404 with the same message', async () => {
+    const answer = await rawExchange('LIST /nope HTTP/1.1\r\nHost: x\r\n\r\n');
+    expect(answer.startsWith('HTTP/1.1 404 ')).toBe(true);
+    expect(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4))).toEqual({ errors: ['no handler for this route: every API path starts with /v1/'] });
+  });
+
   it('an unknown route below /v1/ names it', async () => {
     const r = await s.request('GET', 'nosuch/path');
     expect(r).toMatchObject({ status: 404, body: { errors: ['no handler for route "nosuch/path". route entry not found.'] } });
@@ -81,17 +87,22 @@ describe('every error body carries at least one message', () => {
     ['an unknown HTTP method', 'FOO /v1/sys/mounts HTTP/1.1\r\nHost: x\r\n\r\n', 400, 'unsupported HTTP method'],
     ['a header line that is no header', 'GET /v1/sys/health HTTP/1.1\r\nHost: x\r\nnot a header\r\n\r\n', 400, 'malformed HTTP request'],
   ])('%s is a 400 with a JSON message, not an empty body', async (_name, raw, status, message) => {
-    const answer = await new Promise<string>((resolve, reject) => {
-      const url = new URL(s.url);
-      const socket = connect(Number(url.port), url.hostname, () => socket.write(raw));
-      let got = '';
-      socket.on('data', (d) => (got += d.toString('latin1')));
-      socket.on('end', () => resolve(got));
-      socket.on('error', reject);
-      socket.setTimeout(5000, () => socket.destroy(new Error('no answer')));
-    });
+    const answer = await rawExchange(raw);
     expect(answer.startsWith(`HTTP/1.1 ${status} `)).toBe(true);
     expect(answer).toMatch(/\r\nContent-Type: application\/json\r\n/);
     expect(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4))).toEqual({ errors: [message] });
   });
 });
+
+/** Sends raw bytes and reads the answer until the server closes (these answers all close the connection). */
+function rawExchange(raw: string): Promise<string> {
+  return new Promise<string>((resolve, reject) => {
+    const url = new URL(s.url);
+    const socket = connect(Number(url.port), url.hostname, () => socket.write(raw));
+    let got = '';
+    socket.on('data', (d) => (got += d.toString('latin1')));
+    socket.on('end', () => resolve(got));
+    socket.on('error', reject);
+    socket.setTimeout(5000, () => socket.destroy(new Error('no answer')));
+  });
+}
