@@ -82,7 +82,9 @@ describe('X-Vault-Wrap-TTL on any request', () => {
   });
 
   it('"a 400 naming the field past the bounds": negative, unparseable and past the maximum lease TTL', async () => {
-    for (const ttl of ['-5s', 'soon', '1x', '99999999h', `${32 * 86_400 + 1}`]) {
+    // Hostile spellings: negative, not a duration, an unknown unit, past the system maximum (32 days), past any duration,
+    // two values (a repeated header arrives joined), a float in exponent form, an overlong text.
+    for (const ttl of ['-5s', 'soon', '1x', `${32 * 86_400 + 1}`, '769h', '99999999h', '9'.repeat(400), '5m, 6m', '1e9', 'a'.repeat(100)]) {
       const r = await s.request('POST', 'sys/wrapping/wrap', { body: { a: 'b' }, headers: WRAP(ttl) });
       expect(r.status, ttl).toBe(400);
       expect(r.body.errors.join(' '), ttl).toContain('X-Vault-Wrap-TTL');
