@@ -152,6 +152,10 @@ export interface PathDefinition<F extends Fields = Fields> {
    * spelling it cannot canonicalise.
    */
   canonical?: Record<string, (raw: string) => string>;
+  /** Takes any body keys as data (sys/wrapping/wrap): none is an unknown field, and `data` holds them all. */
+  freeForm?: boolean;
+  /** Answers only wrapped (sys/wrapping/wrap): a request without a wrap TTL is refused before the handler. */
+  requiresWrapping?: boolean;
   description: string;
 }
 

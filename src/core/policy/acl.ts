@@ -534,3 +534,13 @@ path "identity/oidc/provider/+/authorize" {
     capabilities = ["read", "update"]
 }
 `;
+
+/**
+ * Vault's built-in `response-wrapping` policy, the only one a wrapping token holds: it can unwrap itself and nothing
+ * else (its cubbyhole path is Vault's older way to read the answer, which Strongroom does not have). Built in, like
+ * `root`: it can be neither written nor deleted.
+ */
+export const RESPONSE_WRAPPING_POLICY_HCL = `path "sys/wrapping/unwrap" {
+    capabilities = ["update"]
+}
+`;

@@ -1,5 +1,5 @@
 /** `static-cred/:name` (the current password) and `rotate-role/:name` (rotate now). */
-import { BadRequestError, StrongroomError } from '../../core/errors.ts';
+import { BadRequestError, NotFoundError, StrongroomError } from '../../core/errors.ts';
 import { definePath, lowerName } from '../../core/framework.ts';
 import type { LdapEngine, LdapEnginePart } from './config.ts';
 import { NAME_PATTERN, plannedRotation, readStaticRole, rfc3339, rotateStaticRole } from './static-roles.ts';
@@ -15,7 +15,7 @@ export function staticCredsPart(engine: LdapEngine): LdapEnginePart {
           read: async (req) => {
             const name = req.params.name!.toLowerCase();
             const role = await readStaticRole(engine.storage, name);
-            if (!role) throw new BadRequestError(`unknown role: ${name}`);
+            if (!role) throw new NotFoundError(`unknown role: ${name}`);
             const now = engine.clock.now();
             // Seconds until the password changes next; 0 when only a rotation by hand changes it (as Vault answers).
             const plan = plannedRotation(role, now);

@@ -60,6 +60,22 @@ export function isConnectionError(err: unknown): boolean {
   return ldapResultCode(err) === undefined;
 }
 
+/** Socket and DNS failures in words an operator acts on (which side is down), not Node's error codes alone. */
+const CONNECT_REASONS: Readonly<Record<string, string>> = {
+  ECONNREFUSED: 'connection refused', ENOTFOUND: 'host not found', EAI_AGAIN: 'host name lookup failed (temporary)',
+  ETIMEDOUT: 'timed out', ECONNRESET: 'connection reset', EHOSTUNREACH: 'host unreachable', ENETUNREACH: 'network unreachable',
+};
+
+/**
+ * "cannot connect to <url>: <reason>": a directory that could not be reached is never reported as a bind (password)
+ * failure, which would send the operator to check credentials.
+ */
+export function connectFailure(url: string, err: unknown, secrets: ReadonlyArray<string | undefined>): string {
+  const sysCode = (err as { code?: unknown } | null)?.code;
+  const reason = typeof sysCode === 'string' && CONNECT_REASONS[sysCode] ? CONNECT_REASONS[sysCode] : err instanceof LdapProviderError ? err.detail : describe(err);
+  return scrub(`cannot connect to ${url}: ${reason}`, secrets);
+}
+
 function describe(err: unknown): string {
   const code = ldapResultCode(err);
   const raw = err instanceof Error ? err.message : String(err);

@@ -12,7 +12,7 @@ import type {
   LdifExecMode, LdifExecResult, TlsVersionName,
 } from './client.ts';
 import { escapeDnValue, isValidDn } from './dn.ts';
-import { LdapProviderError, isConnectionError, ldapResultCode, toProviderError } from './errors.ts';
+import { LdapProviderError, connectFailure, isConnectionError, ldapResultCode, toProviderError } from './errors.ts';
 import { andFilter, equalityFilter, isValidAttributeName } from './filter.ts';
 import { executeLdif } from './ldif-exec.ts';
 import { defaultUserAttr, passwordChanges } from './schemas.ts';
@@ -158,7 +158,7 @@ export class LdaptsClient implements LdapClient {
       } catch (err) {
         await client?.unbind().catch(() => undefined);
         if (!isConnectionError(err)) throw err;
-        failures.push(toProviderError(err, `error connecting to host "${url.href}"`, this.#secrets).message);
+        failures.push(connectFailure(url.href, err, this.#secrets));
       }
     }
     throw new LdapProviderError('connection', failures.join('; '));
@@ -179,6 +179,8 @@ export class LdaptsClient implements LdapClient {
         if (ldapResultCode(err) !== 49) break; // only a wrong password is worth trying another password
       }
     }
+    // A plain connection opens at the first bind: a directory out of reach is a connection failure (#connect words it).
+    if (isConnectionError(lastErr)) throw lastErr;
     const which = passwords.length > 1 ? 'current and prior passwords' : 'current password';
     throw toProviderError(lastErr, `failed to bind as "${identity}" with ${which}`, this.#secrets);
   }
