@@ -17,7 +17,7 @@ const createFields = {
   no_default_policy: field.bool('Do not attach the default policy.'),
   renewable: field.bool('Whether the token can be renewed.', { default: true }),
   ttl: field.duration('Initial TTL.'),
-  lease: field.duration('Deprecated alias of ttl.'),
+  lease: field.duration('Deprecated alias of ttl.', { aliasOf: 'ttl' }),
   explicit_max_ttl: field.duration('Hard limit on the token\'s life.'),
   display_name: field.string('Display name; stored as "token-<name>".'),
   num_uses: field.int('Number of uses before the token dies (0 = unlimited).'),
@@ -93,7 +93,7 @@ export function createPaths(core: Core, roles: TokenRoleStore): PathDefinition[]
     const period = lesser('Period', d.period ?? 0, role?.token_period ?? 0, warnings);
     const explicitMaxTtl = lesser('Explicit max TTL', d.explicit_max_ttl ?? 0, role?.token_explicit_max_ttl ?? 0, warnings);
     const ttls = core.effectiveTtls(core.mounts.get('auth/token/'));
-    const requested = d.ttl || d.lease || 0;
+    const requested = d.ttl ?? 0;
     let ttl: number;
     if (policies.includes('root') && !requested && !period && !explicitMaxTtl) ttl = 0;
     else {
