@@ -46,12 +46,14 @@ describe('auth/token/roles/:name', () => {
     expect((await s.request('GET', 'auth/token/roles/ops-role')).status).toBe(404);
   });
 
-  it('"a partial update keeps what it does not send; the legacy period, explicit_max_ttl and bound_cidrs set the token_ fields"', async () => {
+  it('"a partial update keeps what it does not send; the legacy period, explicit_max_ttl and bound_cidrs set the token_ fields; both names with different values are a 400"', async () => {
     await writeRole('partial', { allowed_policies: ['app'], orphan: true });
     expect((await writeRole('partial', { period: '30m', explicit_max_ttl: '2h', bound_cidrs: '10.0.0.0/8' })).status).toBe(204);
     expect(await readRole('partial')).toMatchObject({ allowed_policies: ['app'], orphan: true, token_period: 1800, token_explicit_max_ttl: 7200, token_bound_cidrs: ['10.0.0.0/8'] });
-    await writeRole('partial', { token_period: '10m', period: '20m' });
-    expect((await readRole('partial')).token_period).toBe(600);
+    const both = await writeRole('partial', { token_period: '10m', period: '20m' });
+    expect(both.status).toBe(400);
+    expect(both.body.errors[0]).toMatch(/"period" and "token_period" name one field/);
+    expect((await readRole('partial')).token_period).toBe(1800);
   });
 
   it('"root or response-wrapping in allowed_policies or allowed_policies_glob (any case or spacing, list or comma form) is a 400 naming the field; nothing is stored"', async () => {
