@@ -115,8 +115,10 @@ export async function readStaticRoles(storage: StorageView): Promise<StaticRole[
 }
 
 const owner = (name: string): AccountOwner => ({ kind: 'static-role', name });
-const identities = (role: Pick<StaticRole, 'username' | 'dn' | 'resolved_dn'>): AccountIdentity[] =>
-  [{ username: role.username, dn: role.resolved_dn || role.dn || undefined }];
+/** The directory account a role manages, by every name stored for it. */
+export const staticRoleAccount = (role: Pick<StaticRole, 'username' | 'dn' | 'resolved_dn'>): AccountIdentity =>
+  ({ username: role.username, dn: role.resolved_dn || role.dn || undefined });
+const identities = (role: Pick<StaticRole, 'username' | 'dn' | 'resolved_dn'>): AccountIdentity[] => [staticRoleAccount(role)];
 
 export const rfc3339 = (ms: number): string => (ms > 0 ? new Date(ms).toISOString() : '0001-01-01T00:00:00Z');
 
