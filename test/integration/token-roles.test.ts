@@ -183,6 +183,23 @@ describe('auth/token/create/:role', () => {
     expect(r.body.errors).toEqual(["invalid value for field \"entity_alias\": the role's allowed_entity_aliases do not allow it"]);
   });
 
+  it.each([
+    ['allowed_policies, nothing requested', { allowed_policies: 'app', token_no_default_policy: true }, {}, ['app']],
+    ['allowed_policies, the request not asking for it', { allowed_policies: 'app', token_no_default_policy: true }, { no_default_policy: false }, ['app']],
+    ['disallowed_policies only', { disallowed_policies: 'audit', token_no_default_policy: true }, { policies: 'app' }, ['app']],
+    ['allowed_policies_glob', { allowed_policies_glob: 'dev-*', token_no_default_policy: true }, { policies: 'dev-a' }, ['dev-a']],
+    ['no policy lists (the ordinary rules)', { token_no_default_policy: true }, { policies: 'app' }, ['app']],
+    ['disallowed_policies_glob matching default', { allowed_policies: 'app', disallowed_policies_glob: 'def*' }, {}, ['app']],
+    ['the flag off: default is added', { allowed_policies: 'app', token_no_default_policy: false }, {}, ['app', 'default']],
+  ])('"a role\'s token_no_default_policy (or a disallowed glob matching default) keeps default off its tokens": %s', async (_label, role, body, policies) => {
+    const name = `nodefault-${Object.keys(role).join('-').replace(/_/g, '')}-${policies.length}-${JSON.stringify(body).length}`;
+    expect((await writeRole(name, role)).status).toBe(204);
+    const r = await createWith(name, body);
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    expect(r.body.auth.policies).toEqual(policies);
+    expect((await s.request('POST', 'auth/token/lookup', { body: { token: r.body.auth.client_token } })).body.data.policies).toEqual(policies);
+  });
+
   it('"an unknown role is a 400 naming role_name"', async () => {
     const r = await createWith('nope');
     expect(r.status).toBe(400);
