@@ -221,6 +221,10 @@ describe('values the handler identifies without regard to spelling', () => {
       label: 'cloud auth role bound_service_principal_ids (compared without case at login)', path: 'auth/cloud/role/b', acl: 'auth/cloud/role/*',
       field: 'bound_service_principal_ids', rule: `"${SP.replace(/1/g, 'a')}"`, spellings: [SP.replace(/1/g, 'A'), `${SP},${SP.replace(/1/g, 'A')}`],
     },
+    {
+      label: 'cloud role application_object_id (an object id, compared without case)', path: 'cloud/roles/app', acl: 'cloud/roles/*',
+      field: 'application_object_id', rule: `"${SP.replace(/1/g, 'b')}"`, spellings: [SP.replace(/1/g, 'B')],
+    },
   ];
 
   it.each(CANONICAL.map((c) => [c.label, c] as const))('"a denied value is denied in every spelling that names the same thing": %s', async (_l, c) => {

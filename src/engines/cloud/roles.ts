@@ -230,7 +230,7 @@ export function removeManagedApp(clients: AzureClients, managed: ManagedApp, per
 }
 
 /**
- * Azure compares role names, group names and ids without case, so a denied_parameters entry on these JSON strings
+ * Azure compares role names, group names and object ids without case, so a denied_parameters entry on these fields
  * compares without case too (an entry "*Owner*" also denies "OWNER"). It cannot see a role named by its role_id.
  */
 const caseless = (v: string) => v.toLowerCase();
@@ -241,7 +241,7 @@ const fields = {
   azure_roles: field.string('Vault\'s name for cloud_roles; sending both with different values is a 400.', { aliasOf: 'cloud_roles' }),
   cloud_groups: field.string('JSON array (as a string) of groups to join: objects with group_name or object_id.', { matchKey: caseless }),
   azure_groups: field.string('Vault\'s name for cloud_groups; sending both with different values is a 400.', { aliasOf: 'cloud_groups' }),
-  application_object_id: field.string('Object id of an existing application whose passwords are issued instead of new principals.'),
+  application_object_id: field.string('Object id of an existing application whose passwords are issued instead of new principals.', { matchKey: caseless }),
   persist_app: field.bool('Create one application and principal for the role and issue passwords on it.', { default: false }),
   ttl: field.duration('Default lease TTL of issued credentials; 0 means the mount default.'),
   max_ttl: field.duration('Maximum lease TTL of issued credentials; 0 means the mount maximum.'),
