@@ -93,11 +93,11 @@ const ALIASES: Alias[] = [
   },
   {
     endpoint: 'cloud/roles/:name', at: fresh('cloud/roles/r'), acl: 'cloud/roles/*', other: cloudRoles('Reader'), field: 'cloud_roles', alias: 'azure_roles',
-    denied: cloudRoles('Owner'), rule: '"*Owner*", "*Contributor*"', spellings: [cloudRoles('OWNER'), cloudRoles('contributor')], harmless: cloudRoles('Reader'),
+    denied: cloudRoles('Owner'), rule: '"*Owner*", "*Contributor*"', spellings: [cloudRoles('OWNER'), cloudRoles('contributor'), cloudRoles('Owner').replace('Owner', '\\u004fwner')], harmless: cloudRoles('Reader'),
   },
   {
     endpoint: 'cloud/roles/:name', at: fresh('cloud/roles/g'), acl: 'cloud/roles/*', other: JSON.stringify([{ group_name: 'readers' }]), field: 'cloud_groups', alias: 'azure_groups', base: { cloud_roles: cloudRoles('Reader') },
-    denied: JSON.stringify([{ group_name: 'admins' }]), rule: '"*admins*"', spellings: [JSON.stringify([{ group_name: 'Admins' }])], harmless: JSON.stringify([{ group_name: 'readers' }]),
+    denied: JSON.stringify([{ group_name: 'admins' }]), rule: '"*admins*"', spellings: [JSON.stringify([{ group_name: 'Admins' }]), '[{"group_name": "\\u0061dmins"}]'], harmless: JSON.stringify([{ group_name: 'readers' }]),
   },
   {
     endpoint: 'sys/policy/:name', at: fresh('sys/policy/legacy'), acl: 'sys/policy/*', other: 'path "x/*" { capabilities = ["read"] }', field: 'policy', alias: 'rules',

@@ -156,10 +156,10 @@ export class TokenRoleStore {
  * The policies of a token created with a role (Vault's rules). A role with allowed or disallowed lists decides on
  * its own: the requested policies (or else the role's allowed_policies, or else the parent's) must each be allowed
  * by name or glob when the role allows any, and none may be disallowed; `default` is added unless asked not to (the
- * request's no_default_policy or the role's token_no_default_policy: the caller passes either as `noDefaultPolicy`) or
- * disallowed by name or glob (Vault's resolveTokenPolicies). A role with no lists leaves the ordinary rules (`undefined`). Root and response-wrapping are not
- * refused here: create refuses them for every role, whichever rules chose the policies (a glob such as `*` would
- * let them through).
+ * request's no_default_policy or the role's token_no_default_policy: the caller passes either as `noDefaultPolicy`)
+ * or disallowed by name or glob (Vault's resolveTokenPolicies). A role with no lists leaves the ordinary rules
+ * (`undefined`). Root and response-wrapping are not refused here: create refuses them for every role, whichever
+ * rules chose the policies (a glob such as `*` would let them through).
  */
 export function rolePolicies(role: TokenRole, requested: string[], noDefaultPolicy: boolean, parentPolicies: string[]): string[] | undefined {
   const allowing = role.allowed_policies.length > 0 || role.allowed_policies_glob.length > 0;

@@ -231,15 +231,23 @@ export function removeManagedApp(clients: AzureClients, managed: ManagedApp, per
 
 /**
  * Azure compares role names, group names and object ids without case, so a denied_parameters entry on these fields
- * compares without case too (an entry "*Owner*" also denies "OWNER"). It cannot see a role named by its role_id.
+ * compares without case too (an entry "*Owner*" also denies "OWNER"), and the JSON of cloud_roles and cloud_groups
+ * as the handler reads it (`\u004fwner` is "Owner"). It cannot see a role named by its role_id.
  */
 const caseless = (v: string) => v.toLowerCase();
+function jsonCaseless(v: string): string {
+  try {
+    return JSON.stringify(JSON.parse(v)).toLowerCase();
+  } catch {
+    return caseless(v);
+  }
+}
 
 const fields = {
   name: field.string('Name of the role.'),
-  cloud_roles: field.string('JSON array (as a string) of role assignments: objects with scope and role_name or role_id.', { matchKey: caseless }),
+  cloud_roles: field.string('JSON array (as a string) of role assignments: objects with scope and role_name or role_id.', { matchKey: jsonCaseless }),
   azure_roles: field.string('Vault\'s name for cloud_roles; sending both with different values is a 400.', { aliasOf: 'cloud_roles' }),
-  cloud_groups: field.string('JSON array (as a string) of groups to join: objects with group_name or object_id.', { matchKey: caseless }),
+  cloud_groups: field.string('JSON array (as a string) of groups to join: objects with group_name or object_id.', { matchKey: jsonCaseless }),
   azure_groups: field.string('Vault\'s name for cloud_groups; sending both with different values is a 400.', { aliasOf: 'cloud_groups' }),
   application_object_id: field.string('Object id of an existing application whose passwords are issued instead of new principals.', { matchKey: caseless }),
   persist_app: field.bool('Create one application and principal for the role and issue passwords on it.', { default: false }),

@@ -31,7 +31,9 @@ export function bindAccountRoles(roles: StaticRole[], bind: AccountIdentity | un
  * and the DN of a role an earlier version stored by username alone. Fails closed: when the directory cannot answer
  * either, the error propagates and nothing is served.
  */
-export async function refuseServingBindAccount(engine: Pick<LdapEngine, 'connections'>, role: StaticRole): Promise<void> {
+export async function refuseServingBindAccount(engine: Pick<LdapEngine, 'connections' | 'storage'>, role: StaticRole): Promise<void> {
+  // Without a config the engine binds as nobody (a role may be written before the config).
+  if (!(await readConfig(engine.storage))) return;
   const { client, bindAccount } = await engine.connections.get();
   const bind = await bindAccount();
   const account = staticRoleAccount(role);
