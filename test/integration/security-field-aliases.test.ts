@@ -6,7 +6,9 @@
  * (denied on the field, denied on the alias, allowed, required) and the hostile ways of writing the request (alias
  * only, both names, list or comma string, case).
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { configure } from '../support/ldap-engine.ts';
+import { canBind, createIsolatedOu, type SeededAccount } from '../support/slapd.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 
 let s: TestServer;
@@ -254,5 +256,30 @@ describe('values the handler identifies without regard to spelling', () => {
     const t = await tokenFor('auth/cloud/role/*', 'allowed_parameters = { "token_policies" = ["Dev"] "bound_service_principal_ids" = [] }');
     expect((await s.request('POST', 'auth/cloud/role/y', { token: t, body: { policies: 'DEV', bound_service_principal_ids: SP } })).status).toBe(204);
     expect((await readData('auth/cloud/role/y')).token_policies).toEqual(['dev']);
+  });
+});
+
+describe('ldap/library/:set_name against slapd', () => {
+  const facts = inject('slapd');
+
+  it('"a denied account in another case is refused before the directory is touched; the lower-case account next to it is lent as usual"', async () => {
+    const ou = await createIsolatedOu(facts, { users: 0, serviceAccounts: 2 });
+    const mount = `ldap-${++serial}`;
+    try {
+      expect((await s.request('POST', `sys/mounts/${mount}`, { body: { type: 'ldap' } })).status).toBe(204);
+      await configure(s, facts, ou, {}, mount);
+      const [admin, other] = ou.serviceAccounts as [SeededAccount, SeededAccount];
+      const t = await tokenFor(`${mount}/library/*`, `denied_parameters = { "service_account_names" = ["${admin.name}"] }`);
+      for (const v of [admin.name.toUpperCase(), [other.name, admin.name.toUpperCase()], `${other.name}, ${admin.name[0]!.toUpperCase()}${admin.name.slice(1)}`]) {
+        const r = await s.request('POST', `${mount}/library/pool`, { token: t, body: { service_account_names: v } });
+        expect(r.status, `${JSON.stringify(v)}: ${JSON.stringify(r.body)}`).toBe(403);
+      }
+      expect((await s.request('GET', `${mount}/library/pool`)).status).toBe(404);
+      expect(await canBind(facts.url, admin.dn, admin.password)).toBe(true);
+      expect((await s.request('POST', `${mount}/library/pool`, { token: t, body: { service_account_names: other.name.toUpperCase() } })).status).toBe(204);
+      expect(await canBind(facts.url, other.dn, other.password)).toBe(false);
+    } finally {
+      await ou.cleanup();
+    }
   });
 });
