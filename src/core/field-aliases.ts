@@ -28,9 +28,8 @@ const NOTHING_FOLDED: ReadonlyMap<string, string> = new Map();
 export function foldAliases(fields: Fields | undefined, input: Record<string, unknown>, values: Record<string, unknown>): FoldedRequest {
   if (!fields) return { input, values, sentAs: NOTHING_FOLDED };
   let sentAs: Map<string, string> | undefined;
-  for (const [alias, def] of Object.entries(fields)) {
-    const target = def.aliasOf;
-    if (target === undefined || !Object.hasOwn(input, alias)) continue;
+  for (const [alias, target] of aliasesOf(fields)) {
+    if (!Object.hasOwn(input, alias)) continue;
     if (Object.hasOwn(input, target)) {
       const decoded = values[alias] !== undefined && values[target] !== undefined;
       if (decoded && !isDeepStrictEqual(values[alias], values[target])) {
@@ -48,7 +47,15 @@ export function foldAliases(fields: Fields | undefined, input: Record<string, un
   return { input, values, sentAs: sentAs ?? NOTHING_FOLDED };
 }
 
-/** Spellings by field table: a backend's fields never change, so each table is read once. */
+/** Each table's [alias, field] pairs, read once: a backend's fields never change, and most paths have no alias. */
+const aliasTables = new WeakMap<Fields, Array<[string, string]>>();
+function aliasesOf(fields: Fields): Array<[string, string]> {
+  let pairs = aliasTables.get(fields);
+  if (!pairs) aliasTables.set(fields, (pairs = Object.entries(fields).flatMap(([name, def]) => (def.aliasOf === undefined ? [] : [[name, def.aliasOf] as [string, string]]))));
+  return pairs;
+}
+
+/** Spellings by field table, likewise read once. */
 const spellings = new WeakMap<Fields, ParameterSpelling>();
 
 /** How the ACL reads parameter names and values for an endpoint with these fields. */
