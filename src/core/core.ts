@@ -8,7 +8,8 @@ import type { Clock } from './clock.ts';
 import { Cluster, type ClusterTimings } from './cluster.ts';
 import { KeyedLock } from './keyed-lock.ts';
 import { BadRequestError, ConflictError, NotFoundError, PermissionDeniedError, SealedError, StrongroomError, UnsupportedOperationError } from './errors.ts';
-import { validateFields, type Fields } from './fields.ts';
+import { validateFields } from './fields.ts';
+import { foldAliases, parameterSpelling, parameterView } from './field-aliases.ts';
 import { addressInCidrs } from '../lib/cidr.ts';
 import { refuseReservedAtIssue } from './policy/reserved.ts';
 import type { Backend, BackendContext, BackendFactory, BackendRequest, BackendResponse, CallerInfo, MountInfo, Operation, SecretResponse, SecretType } from './framework.ts';
@@ -637,7 +638,10 @@ export class Core {
 
     const validated = validateFields(match.def.fields ?? {}, input);
     const { errors } = validated;
-    const values = match.def.freeForm ? { ...input, ...validated.values } : validated.values;
+    // One name per effect: aliases become their field before the ACL, the existence check and the handler see them.
+    const folded = foldAliases(match.def.fields, input, validated.values);
+    const { sentAs } = folded;
+    const values = match.def.freeForm ? { ...input, ...folded.values } : folded.values;
     let stored: { ttl: number; renewable: boolean } | undefined;
     const lease = (secret: SecretResponse): NewLease => {
       if (stored) throw new Error('a request can store only one lease');
@@ -658,7 +662,7 @@ export class Core {
         } };
       },
     };
-    const backendReq = new PipelineRequest(operation, requestId, relative, match.params, values, input, mounted, caller, req.remoteAddress, path, leaseHooks);
+    const backendReq = new PipelineRequest(operation, requestId, relative, match.params, values, input, sentAs, mounted, caller, req.remoteAddress, path, leaseHooks);
 
     if (operation === 'update' && match.def.existenceCheck && errors.length === 0) {
       if (!(await match.def.existenceCheck(backendReq))) operation = 'create';
@@ -666,7 +670,11 @@ export class Core {
       served.operation = operation;
     }
     if (acl) {
-      const decision = acl.allowOperation(path, operation, parameterView(input, values, match.def.fields), { rootProtected: isRootProtected(path), wrapTtl });
+      const decision = acl.allowOperation(path, operation, parameterView(input, values, match.def.fields), {
+        rootProtected: isRootProtected(path),
+        wrapTtl,
+        parameters: match.def.fields && parameterSpelling(match.def.fields),
+      });
       if (!decision.allowed) throw new PermissionDeniedError();
     }
     const handler = match.def.operations[operation] ?? (WRITE_OPS.has(operation) ? match.def.operations[operation === 'create' ? 'update' : 'create'] : undefined);
@@ -862,20 +870,6 @@ function ignoredWarning(names: string[]): string {
   return `Endpoint ignored these unrecognized parameters: [${shown.join(' ')}]${more}`;
 }
 
-/**
- * What the ACL's parameter rules compare: the request's own values, except that a list-typed field is compared
- * element by element after decoding, so `"default,admin"` and `["admin"]` meet a `denied_parameters` entry for
- * "admin" the same way the plain string does.
- */
-function parameterView(input: Record<string, unknown>, values: Record<string, unknown>, fields: Fields | undefined): Record<string, unknown> {
-  if (!fields) return input;
-  let view: Record<string, unknown> | undefined;
-  for (const name in input) {
-    if (Object.hasOwn(fields, name) && Array.isArray(values[name])) (view ??= { ...input })[name] = values[name];
-  }
-  return view ?? input;
-}
-
 function flattenQuery(query: Record<string, string | string[]>): Record<string, unknown> {
   return Object.fromEntries(Object.entries(query).filter(([k]) => k !== 'help'));
 }
@@ -906,14 +900,15 @@ class PipelineRequest implements BackendRequest {
   readonly mount: MountInfo;
   readonly remoteAddress: string;
   readonly #input: Record<string, unknown>;
+  readonly #sentAs: ReadonlyMap<string, string>;
   readonly #fullPath: string;
   #leaseId: string | undefined;
   readonly registerLease: LeaseHooks['register'];
   readonly leaseWrite: LeaseHooks['write'];
 
   constructor(operation: Operation, requestId: string, path: string, params: Record<string, string>, data: Record<string, unknown>,
-    input: Record<string, unknown>, mounted: Mounted, caller: CallerInfo | undefined, remoteAddress: string, fullPath: string,
-    leases: LeaseHooks) {
+    input: Record<string, unknown>, sentAs: ReadonlyMap<string, string>, mounted: Mounted, caller: CallerInfo | undefined, remoteAddress: string,
+    fullPath: string, leases: LeaseHooks) {
     this.operation = operation;
     this.requestId = requestId;
     this.path = path;
@@ -924,6 +919,7 @@ class PipelineRequest implements BackendRequest {
     this.mount = mounted.info;
     this.remoteAddress = remoteAddress;
     this.#input = input;
+    this.#sentAs = sentAs;
     this.#fullPath = fullPath;
     this.registerLease = leases.register;
     this.leaseWrite = leases.write;
@@ -931,6 +927,8 @@ class PipelineRequest implements BackendRequest {
 
   /** An own property, not a method: handlers pass `req.has` around detached. */
   readonly has = (name: string): boolean => Object.hasOwn(this.#input, name);
+
+  readonly sentAs = (name: string): string | undefined => this.#sentAs.get(name) ?? (this.has(name) ? name : undefined);
 
   /** The lease id a secret in this response will receive. */
   get leaseId(): string {

@@ -16,7 +16,7 @@ import type { StorageCondition, StorageOp } from '../../core/storage/types.ts';
 import type { PreparedWrite } from '../../core/storage/view.ts';
 import type { LdapEngine, LdapEnginePart } from './config.ts';
 import {
-  ACCOUNT_PREFIX, SET_NAME, accountSegment, listAccountNames, putAccountOp, readAccount, readLibrarySet, returningClaim, swapAccount, unchangedAccount,
+  ACCOUNT_PREFIX, SET_NAME, accountSegment, canonicalAccount, listAccountNames, putAccountOp, readAccount, readLibrarySet, returningClaim, swapAccount, unchangedAccount,
   type AccountState, type Borrower, type LentAccount, type LibrarySet,
 } from './library-store.ts';
 import { clearDriftOp } from './drift-marks.ts';
@@ -196,7 +196,7 @@ async function checkInTargets(engine: Engine, setNameValue: string, set: Library
 }
 
 const checkInFields = {
-  service_account_names: field.commaList('Accounts to check in; may be omitted when the caller has exactly one checked out.'),
+  service_account_names: field.commaList('Accounts to check in; may be omitted when the caller has exactly one checked out.', { matchKey: canonicalAccount }),
 };
 
 export function libraryCheckoutPart(engine: Engine): LdapEnginePart {

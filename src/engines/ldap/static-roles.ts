@@ -12,7 +12,7 @@ import { jsonBytes, type StorageView } from '../../core/storage/view.ts';
 import { dnEquals, isValidDn } from '../../providers/ldap/dn.ts';
 import { LdapProviderError } from '../../providers/ldap/errors.ts';
 import { ScheduleError, nextDue, resolveSchedule, sameSchedule, storedSchedule, storedScheduleFields, whenToRun, type RotationSchedule, type ScheduleFields } from '../../lib/rotation-schedule.ts';
-import { refuseBindAccount, type AccountIdentity, type AccountOwner } from './accounts.ts';
+import { dnKey, refuseBindAccount, usernameKey, type AccountIdentity, type AccountOwner } from './accounts.ts';
 import { missingConfigError, readConfig, type LdapEngine, type LdapEnginePart } from './config.ts';
 import { clearDriftOp, readDriftMark } from './drift-marks.ts';
 import { UnrecordedPasswordError, changePasswordWithWal, listWalTargets, readWal, walKey } from './rotation.ts';
@@ -115,8 +115,10 @@ export async function readStaticRoles(storage: StorageView): Promise<StaticRole[
 }
 
 const owner = (name: string): AccountOwner => ({ kind: 'static-role', name });
-const identities = (role: Pick<StaticRole, 'username' | 'dn' | 'resolved_dn'>): AccountIdentity[] =>
-  [{ username: role.username, dn: role.resolved_dn || role.dn || undefined }];
+/** The directory account a role manages, by every name stored for it. */
+export const staticRoleAccount = (role: Pick<StaticRole, 'username' | 'dn' | 'resolved_dn'>): AccountIdentity =>
+  ({ username: role.username, dn: role.resolved_dn || role.dn || undefined });
+const identities = (role: Pick<StaticRole, 'username' | 'dn' | 'resolved_dn'>): AccountIdentity[] => [staticRoleAccount(role)];
 
 export const rfc3339 = (ms: number): string => (ms > 0 ? new Date(ms).toISOString() : '0001-01-01T00:00:00Z');
 
@@ -292,8 +294,8 @@ async function recordFailure(engine: LdapEngine, read: StaticRole, err: unknown,
 // ---- endpoint --------------------------------------------------------------------------------------
 
 const roleFields = {
-  username: field.string('Name of the existing entry, matched against userattr under userdn. Cannot change after creation.'),
-  dn: field.string('DN of the entry; when set it is used instead of the username search. Cannot change after creation.'),
+  username: field.string('Name of the existing entry, matched against userattr under userdn. Cannot change after creation.', { matchKey: usernameKey }),
+  dn: field.string('DN of the entry; when set it is used instead of the username search. Cannot change after creation.', { matchKey: dnKey }),
   rotation_period: field.duration('How often the password is rotated (duration or seconds, at least 5s). Exclusive with rotation_schedule.'),
   rotation_schedule: field.string('When the password is rotated: a standard 5-field cron expression in UTC (e.g. "0 2 * * 6"). Exclusive with rotation_period.'),
   rotation_window: field.duration('With rotation_schedule: a due rotation starts only within this long after its occurrence, else waits for the next (at least 1h).'),
