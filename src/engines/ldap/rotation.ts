@@ -29,7 +29,7 @@ import { LdapProviderError, UnknownWriteOutcomeError } from '../../providers/lda
 import type { DirectoryWriteOutcome } from '../../telemetry/families.ts';
 import { refuseBindAccount } from './accounts.ts';
 import { generatePassword, passwordSource, type LdapConfig, type LdapEngine } from './config.ts';
-import { FencedWriteError, checkFence, fenceHolds, verifyDirectoryPassword, type RecordedPassword } from './directory-writes.ts';
+import { FencedWriteError, checkFence, fenceHolds, verifyDirectoryPassword, type RecordedPassword, type VerificationResult } from './directory-writes.ts';
 
 // ---- write-ahead log -------------------------------------------------------------------------------
 
@@ -191,15 +191,18 @@ export async function changePasswordWithWal(engine: Pick<LdapEngine, 'storage' |
       if (!(await storage.transaction(req.prepare, conditions, fence))) return undefined;
     }
 
-    const verify = async (outcome: DirectoryWriteOutcome): Promise<void> => {
-      if (!req.recorded) return;
-      await verifyDirectoryPassword(engine, { target: req.target, recorded: req.recorded, pending: async () => (await readWal(storage, req.target))?.new_password }, outcome);
+    const verify = async (outcome: DirectoryWriteOutcome): Promise<VerificationResult> => {
+      if (!req.recorded) return 'nothing';
+      return verifyDirectoryPassword(engine, { target: req.target, recorded: req.recorded, pending: async () => (await readWal(storage, req.target))?.new_password }, outcome);
     };
+    /** The entry last written to, for a write whose answer never came. */
+    let sentTo: string | undefined;
     const write = async (target: string, password: string): Promise<void> => {
       // The entry's state is read first: the fence check then sits right before the write, and anything that changes
       // the entry after the read (a newer rotation, another node's) makes a late arrival of this write refused.
       const guard = await client.writeGuard(target);
       await checkFence(engine, req.target, req.fence);
+      sentTo = target;
       await client.setPassword(target, password, guard);
     };
     let dn: string;
@@ -210,9 +213,10 @@ export async function changePasswordWithWal(engine: Pick<LdapEngine, 'storage' |
       // history rules) for a password already tried once, so it does not hold it and never will: the
       // next attempt generates a new one (Vault #125). Any other failure leaves the WAL in place.
       if (reusedWal && err instanceof LdapProviderError && REFUSED_VALUE_CODES.has(err.ldapCode ?? -1)) await deleteWal(storage, req.target);
-      if (err instanceof UnknownWriteOutcomeError) await verify('unknown');
-      else if (err instanceof LdapProviderError && err.ldapCode === ASSERTION_FAILED) await verify('refused');
-      throw err;
+      if (err instanceof LdapProviderError && err.ldapCode === ASSERTION_FAILED) await verify('refused');
+      // An answer that never came: when a bind proves the directory took the new password, it is recorded as applied.
+      if (!(err instanceof UnknownWriteOutcomeError && sentTo && (await verify('unknown')) === 'pending')) throw err;
+      dn = sentTo;
     }
 
     const ops = await req.commit(wal.new_password, dn);
