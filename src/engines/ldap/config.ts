@@ -108,10 +108,9 @@ export function putConfigOp(config: LdapConfig): StorageOp {
   return { type: 'put', key: CONFIG_KEY, value: jsonBytes(storedConfigSchema.parse(config)) };
 }
 
-/** The same account's bind passwords a config write with a new bindpass supersedes, kept as unconfirmed fallbacks. */
-function unconfirmedAfterConfigWrite(existing: LdapConfig, walRaw: Buffer | undefined, bindpass: string): string[] {
-  const walPassword = walRaw && (JSON.parse(walRaw.toString('utf8')) as { new_password?: string }).new_password;
-  return bindHistory([walPassword, existing.bindpass, existing.last_bind_password, ...existing.unconfirmed_bind_passwords], bindpass);
+/** The password of a stored rotate-root WAL (read here without rotation.ts, which imports this file). */
+function walPassword(walRaw: Buffer | undefined): string | undefined {
+  return walRaw && (JSON.parse(walRaw.toString('utf8')) as { new_password?: string }).new_password;
 }
 
 export function missingConfigError(): BadRequestError {
@@ -294,8 +293,7 @@ export class LdapConnections {
     // Every credential request and rotation passes here: same bytes, same answer.
     if (cached && sameBytes(cached.configRaw, configRaw) && sameBytes(cached.walRaw, walRaw)) return cached;
     const config = Object.freeze(storedConfigSchema.parse(JSON.parse(configRaw.toString('utf8'))));
-    const wal = walRaw && (JSON.parse(walRaw.toString('utf8')) as { new_password?: string });
-    const connection = toConnectionConfig(config, bindFallbacks(config, wal?.new_password));
+    const connection = toConnectionConfig(config, bindFallbacks(config, walPassword(walRaw)));
     const key = JSON.stringify(connection);
     // The key holds everything that names the bind account, so a kept client keeps its bind account too.
     const kept = cached?.key === key ? cached : undefined;
@@ -475,12 +473,14 @@ export function configPart(engine: LdapEngine): LdapEnginePart {
     // Values, not the keys sent: an operator or IaC re-posting the same binddn or bindpass changes nothing.
     const newPassword = existing !== undefined && next.bindpass !== existing.bindpass;
     const newAccount = existing !== undefined && !sameBindAccount(next, existing);
-    // A new bind account or password ends any rotate-root grace. For the same account every password it may still have
-    // (a late write can put one back) stays a fallback until rotate-root's verification; another account's are dropped.
+    // A new bind account or password ends any rotate-root grace: the operator states the directory's password, and a
+    // wrong one must fail at once, not be hidden by an older one. Only an unfinished rotate-root's password, which this
+    // write drops and which may still be on its way to the directory, stays a fallback (until a verified bind).
     const walRaw = await storage.get(ROOT_WAL_KEY);
-    if (newAccount) next.unconfirmed_bind_passwords = [];
-    else if (newPassword) next.unconfirmed_bind_passwords = unconfirmedAfterConfigWrite(existing!, walRaw, next.bindpass);
-    if (newPassword || newAccount) next.last_bind_password = '';
+    if (newPassword || newAccount) {
+      next.last_bind_password = '';
+      next.unconfirmed_bind_passwords = newAccount ? [] : bindHistory([walPassword(walRaw)], next.bindpass);
+    }
     // Builds (without connecting) a client, so anything the provider refuses is a 400 now, not at first use.
     engine.options.createClient(toConnectionConfig(next));
     // An unfinished rotate-root's WAL may hold the only password the directory accepts for the bind account.
