@@ -103,5 +103,5 @@ describe('a paused leader\'s late directory write (reproduction B, two nodes on 
     expect(await canBind(slapd.url, ou.engine.dn, ou.engine.password)).toBe(true);
     await ok(other, 'POST', 'ldap/rotate-role/bob');
     expect(await canBind(slapd.url, user.dn, (await ok(leader, 'GET', 'ldap/static-cred/bob')).data.password)).toBe(true);
-  });
+  }, 120_000);
 });
