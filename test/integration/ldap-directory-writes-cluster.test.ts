@@ -7,7 +7,7 @@ import { startNode, type NodeProcess } from '../support/node-process.ts';
 import { createDatabase } from '../support/postgres.ts';
 import { parseScrape } from '../support/prometheus.ts';
 import { canBind, createIsolatedOu } from '../support/slapd.ts';
-import { startStallProxy } from '../support/stall-proxy.ts';
+import { LDAP_OP, startStallProxy } from '../support/stall-proxy.ts';
 
 const slapd = inject('slapd');
 const postgres = inject('postgres');
@@ -35,9 +35,10 @@ const leads = async (node: NodeProcess): Promise<boolean> => (await node.request
 
 /**
  * Two nodes, the ldap/ engine behind the stall proxy (with or without the Assertion Control), a static role rotating
- * every 10 s. Returns once the leader's scheduled rotation sent its modify and the proxy holds it, the leader paused.
+ * every 10 s. Returns once the leader's scheduled rotation (its WAL written) sent the request `op` and the proxy holds
+ * it, the leader paused: its modify, or the read of the entry's state right before the modify.
  */
-async function pausedLeaderWithHeldModify(hideAssertion: boolean) {
+async function pausedLeaderWithHeldRequest(hideAssertion: boolean, op: number = LDAP_OP.modify) {
   const ou = await createIsolatedOu(slapd, { users: 1, serviceAccounts: 0 });
   closers.push(() => ou.cleanup());
   const proxy = await startStallProxy(slapd.host, slapd.port);
@@ -57,7 +58,7 @@ async function pausedLeaderWithHeldModify(hideAssertion: boolean) {
   await ok(leader, 'POST', 'ldap/config', { url: proxy.url, binddn: ou.engine.dn, bindpass: ou.engine.password, userdn: ou.dn, request_timeout: 3 });
   await ok(leader, 'POST', 'ldap/static-role/bob', { username: user.name, rotation_period: '10s' });
   const first = (await ok(other, 'GET', 'ldap/static-cred/bob')).data.password as string;
-  proxy.arm('hold');
+  proxy.arm('hold', op);
   await vi.waitFor(() => expect(proxy.holding()).toBe(true), { timeout: 20_000, interval: 20 });
   leader.proc.kill('SIGSTOP');
   return { leader, other, proxy, user, ou, first };
@@ -68,7 +69,7 @@ describe('a paused leader\'s late directory write (reproduction B, two nodes on 
     { assertion: true, expected: 'slapd refuses the late write' },
     { assertion: false, expected: 'the late write lands, and the resumed node repairs it' },
   ])('"with the Assertion Control: $assertion — $expected; afterwards every served password binds and the bind account binds"', async ({ assertion }) => {
-    const { leader, other, proxy, user, ou, first } = await pausedLeaderWithHeldModify(!assertion);
+    const { leader, other, proxy, user, ou, first } = await pausedLeaderWithHeldRequest(!assertion);
     // The other node takes over and finishes the paused leader's rotation with its WAL password, then rotates by hand.
     await vi.waitFor(async () => expect(await leads(other)).toBe(true), { timeout: 20_000, interval: 100 });
     await vi.waitFor(async () => expect((await ok(other, 'GET', 'ldap/static-cred/bob')).data.password).not.toBe(first), { timeout: 20_000, interval: 100 });
@@ -103,5 +104,24 @@ describe('a paused leader\'s late directory write (reproduction B, two nodes on 
     expect(await canBind(slapd.url, ou.engine.dn, ou.engine.password)).toBe(true);
     await ok(other, 'POST', 'ldap/rotate-role/bob');
     expect(await canBind(slapd.url, user.dn, (await ok(leader, 'GET', 'ldap/static-cred/bob')).data.password)).toBe(true);
+  }, 120_000);
+});
+
+describe('leadership lost between the WAL and the directory write', () => {
+  it('"a leader paused after its WAL and before its modify sends nothing once resumed: its fence is checked right before the write"', async () => {
+    const { leader, other, proxy, user, first } = await pausedLeaderWithHeldRequest(false, LDAP_OP.search);
+    await vi.waitFor(async () => expect(await leads(other)).toBe(true), { timeout: 20_000, interval: 100 });
+    await vi.waitFor(async () => expect((await ok(other, 'GET', 'ldap/static-cred/bob')).data.password).not.toBe(first), { timeout: 20_000, interval: 100 });
+    await ok(other, 'POST', 'ldap/static-role/bob', { rotation_period: '1h' });
+    await ok(other, 'POST', 'ldap/rotate-role/bob');
+    const served = (await ok(other, 'GET', 'ldap/static-cred/bob')).data.password as string;
+    const modifies = proxy.modifies();
+    await proxy.release();
+    leader.proc.kill('SIGCONT');
+    await vi.waitFor(() => expect(leader.logs.some((l) => l.msg === 'static role rotation stopped: this node no longer leads' &&
+      JSON.stringify(l).includes('stopped before its directory write'))).toBe(true), { timeout: 20_000, interval: 100 });
+    expect(proxy.modifies()).toBe(modifies);
+    expect(await canBind(slapd.url, user.dn, served)).toBe(true);
+    expect((await ok(leader, 'GET', 'ldap/static-cred/bob')).data.password).toBe(served);
   }, 120_000);
 });
