@@ -7,6 +7,7 @@ import { afterEach, beforeEach, describe, expect, inject, it, vi } from 'vitest'
 import { FakeClock } from '../../src/core/clock.ts';
 import { ROOT_GRACE_MS, readConfig } from '../../src/engines/ldap/config.ts';
 import { readWal } from '../../src/engines/ldap/rotation.ts';
+import { createLdapClient } from '../../src/providers/ldap/ldapts-client.ts';
 import { configure, cred, ok, mountStorage } from '../support/ldap-engine.ts';
 import { parseScrape } from '../support/prometheus.ts';
 import { canBind, createIsolatedOu, type IsolatedOu } from '../support/slapd.ts';
@@ -51,6 +52,36 @@ async function timed<T>(run: () => Promise<T>): Promise<{ value: T; ms: number }
 }
 
 const bindpass = async (s: TestServer): Promise<string> => (await readConfig(mountStorage(s)))!.bindpass;
+
+describe('the provider\'s conditional write (Assertion Control on entryCSN)', () => {
+  const provider = (url: string) => createLdapClient({ url, binddn: ou.engine.dn, bindpass: ou.engine.password, userdn: ou.dn, request_timeout: TIMEOUT_S });
+
+  it('"a write with the entry\'s state as read applies; one with a stale state is refused by slapd (122) and changes nothing"', async () => {
+    const client = provider(facts.url);
+    try {
+      const user = ou.users[1]!;
+      const guard = (await client.writeGuard(user.dn))!;
+      expect(guard).toEqual({ attribute: 'entryCSN', value: expect.stringMatching(/^\d{14}\.\d{6}Z#/) });
+      await client.setPassword(user.dn, 'first-guarded-pass', guard);
+      expect(await canBind(facts.url, user.dn, 'first-guarded-pass')).toBe(true);
+      await expect(client.setPassword(user.dn, 'stale-guarded-pass', guard)).rejects.toMatchObject({ ldapCode: 122, message: expect.stringContaining('assertionFailed') });
+      expect(await canBind(facts.url, user.dn, 'first-guarded-pass')).toBe(true);
+      expect(await canBind(facts.url, user.dn, 'stale-guarded-pass')).toBe(false);
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('"a directory that does not list the control in its rootDSE gets unconditional writes"', async () => {
+    proxy.hideAssertionControl = true;
+    const client = provider(proxy.url);
+    try {
+      expect(await client.writeGuard(ou.users[1]!.dn)).toBeUndefined();
+    } finally {
+      await client.close();
+    }
+  });
+});
 
 describe('ldap/rotate-role: a late static-role write (reproduction A)', () => {
   it('"a modify that timed out is never re-sent; held, rotated twice more and released, the served password still binds (slapd refuses the stale write)"', async () => {

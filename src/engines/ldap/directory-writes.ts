@@ -4,9 +4,9 @@
  * - Leader work checks its fence right before each write (FencedWriteError): a node that stopped leading, or whose
  *   clock says its lease may have lapsed (a paused process), sends nothing.
  * - After a write that was not recorded as applied (its answer never came, the directory refused it as stale, the
- *   fence or another guard refused its record), the directory is asked whether it still takes the password the server
- *   serves: a bind with the recorded password, then with the unfinished change's (its WAL, which the next attempt
- *   records). When it takes neither, a late write has undone a newer one: the recorded password is written again
+ *   fence or another guard refused its record), the directory is asked whether it takes the unfinished change's
+ *   password (its WAL, which this or the next attempt records), or else the password the server serves. When it
+ *   takes neither, a late write has undone a newer one: the recorded password is written again
  *   through the bind account, conditionally where the directory supports it, logged as an error and counted.
  */
 import { StrongroomError } from '../../core/errors.ts';
@@ -76,9 +76,11 @@ export async function verifyDirectoryPassword(engine: Engine, account: VerifiedA
     if (!held) return 'nothing';
     // Read before the binds: a change of the entry after this read makes the repair's conditional write refused.
     const guard = await client.writeGuard(held.dn);
-    if (await client.authenticate(held.dn, held.password)) return done('verified');
+    // The unfinished change's password first: a write whose answer was lost, or that another node made first with the
+    // same WAL, shows as that password, and the caller then records it.
     const pending = await account.pending();
     if (pending && pending !== held.password && (await client.authenticate(held.dn, pending))) return done('pending');
+    if (await client.authenticate(held.dn, held.password)) return done('verified');
     engine.ctx.logger.error({ target, outcome, dn: held.dn, conditional: guard !== undefined },
       'LDAP REPAIR: the directory refuses the password this server serves (a late directory write undid a newer one); writing the recorded password again through the bind account');
     await client.setPassword(held.dn, held.password, guard);

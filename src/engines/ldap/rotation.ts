@@ -213,9 +213,10 @@ export async function changePasswordWithWal(engine: Pick<LdapEngine, 'storage' |
       // history rules) for a password already tried once, so it does not hold it and never will: the
       // next attempt generates a new one (Vault #125). Any other failure leaves the WAL in place.
       if (reusedWal && err instanceof LdapProviderError && REFUSED_VALUE_CODES.has(err.ldapCode ?? -1)) await deleteWal(storage, req.target);
-      if (err instanceof LdapProviderError && err.ldapCode === ASSERTION_FAILED) await verify('refused');
-      // An answer that never came: when a bind proves the directory took the new password, it is recorded as applied.
-      if (!(err instanceof UnknownWriteOutcomeError && sentTo && (await verify('unknown')) === 'pending')) throw err;
+      const outcome = err instanceof UnknownWriteOutcomeError ? 'unknown' : err instanceof LdapProviderError && err.ldapCode === ASSERTION_FAILED ? 'refused' : undefined;
+      // When a bind proves the directory holds this change's password (its answer was lost, or another node applied the
+      // same WAL first), it is recorded as applied; the commit's guard on the WAL decides who records it.
+      if (!outcome || !sentTo || (await verify(outcome)) !== 'pending') throw err;
       dn = sentTo;
     }
 
