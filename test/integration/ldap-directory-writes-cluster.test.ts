@@ -38,7 +38,7 @@ const leads = async (node: NodeProcess): Promise<boolean> => (await node.request
  * every 10 s. Returns once the leader's scheduled rotation (its WAL written) sent the request `op` and the proxy holds
  * it, the leader paused: its modify, or the read of the entry's state right before the modify.
  */
-async function pausedLeaderWithHeldRequest(hideAssertion: boolean, op: number = LDAP_OP.modify) {
+async function pausedLeaderWithHeldRequest(hideAssertion: boolean, { op = LDAP_OP.modify as number, requestTimeout = 3 } = {}) {
   const ou = await createIsolatedOu(slapd, { users: 1, serviceAccounts: 0 });
   closers.push(() => ou.cleanup());
   const proxy = await startStallProxy(slapd.host, slapd.port);
@@ -55,7 +55,7 @@ async function pausedLeaderWithHeldRequest(hideAssertion: boolean, op: number = 
   // A resumed SIGSTOP-ed process must not outlive the test.
   closers.push(async () => leader.proc.kill('SIGCONT'));
   const user = ou.users[0]!;
-  await ok(leader, 'POST', 'ldap/config', { url: proxy.url, binddn: ou.engine.dn, bindpass: ou.engine.password, userdn: ou.dn, request_timeout: 3 });
+  await ok(leader, 'POST', 'ldap/config', { url: proxy.url, binddn: ou.engine.dn, bindpass: ou.engine.password, userdn: ou.dn, request_timeout: requestTimeout });
   await ok(leader, 'POST', 'ldap/static-role/bob', { username: user.name, rotation_period: '10s' });
   const first = (await ok(other, 'GET', 'ldap/static-cred/bob')).data.password as string;
   proxy.arm('hold', op);
@@ -65,11 +65,15 @@ async function pausedLeaderWithHeldRequest(hideAssertion: boolean, op: number = 
 }
 
 describe('a paused leader\'s late directory write (reproduction B, two nodes on PostgreSQL)', () => {
+  // The request timeout decides what the resumed node meets first: its timer (3 s long past: the answer is lost, the
+  // outcome unknown) or the answer already in its socket (30 s: the write succeeded, and its fenced record fails).
   it.each([
-    { assertion: true, expected: 'slapd refuses the late write' },
-    { assertion: false, expected: 'the late write lands, and the resumed node repairs it' },
-  ])('"with the Assertion Control: $assertion — $expected; afterwards every served password binds and the bind account binds"', async ({ assertion }) => {
-    const { leader, other, proxy, user, ou, first } = await pausedLeaderWithHeldRequest(!assertion);
+    { assertion: true, requestTimeout: 3, outcome: 'unknown', expected: 'slapd refuses the late write; its answer lost' },
+    { assertion: true, requestTimeout: 30, outcome: 'refused', expected: 'slapd refuses the late write and says so (122)' },
+    { assertion: false, requestTimeout: 3, outcome: 'unknown', expected: 'the late write lands; its answer lost, the resumed node verifies and repairs' },
+    { assertion: false, requestTimeout: 30, outcome: 'fenced', expected: 'the late write lands; its record fenced, the resumed node verifies and repairs' },
+  ])('"with the Assertion Control: $assertion, request_timeout $requestTimeout s — $expected; afterwards every served password binds and the bind account binds"', async ({ assertion, requestTimeout, outcome }) => {
+    const { leader, other, proxy, user, ou, first } = await pausedLeaderWithHeldRequest(!assertion, { requestTimeout });
     // The other node takes over and finishes the paused leader's rotation with its WAL password, then rotates by hand.
     await vi.waitFor(async () => expect(await leads(other)).toBe(true), { timeout: 20_000, interval: 100 });
     await vi.waitFor(async () => expect((await ok(other, 'GET', 'ldap/static-cred/bob')).data.password).not.toBe(first), { timeout: 20_000, interval: 100 });
@@ -84,15 +88,15 @@ describe('a paused leader\'s late directory write (reproduction B, two nodes on 
     leader.proc.kill('SIGCONT');
 
     if (!assertion) {
-      await vi.waitFor(async () => expect(await verifications(leader, { target: 'static_role', result: 'repaired' })).toBe(1), { timeout: 20_000, interval: 100 });
+      await vi.waitFor(async () => expect(await verifications(leader, { target: 'static_role', outcome, result: 'repaired' })).toBe(1), { timeout: 20_000, interval: 100 });
       const repairMs = Math.round(performance.now() - resumed);
       const lines = leader.logs.filter((l) => String(l.msg).startsWith('LDAP REPAIR'));
       expect(lines.map((l) => l.level)).toEqual([50, 50]);
       expect(JSON.stringify(lines)).not.toContain(served);
-      console.log(`reproduction B without the Assertion Control: repaired by the resumed node ${repairMs} ms after SIGCONT (outcome ${String(lines[0]!.outcome)})`);
+      console.log(`reproduction B without the Assertion Control: repaired by the resumed node ${repairMs} ms after SIGCONT (outcome ${outcome})`);
     } else {
       // Its write refused (or its answer lost to its own timeout), the resumed node's bind finds the served password.
-      await vi.waitFor(async () => expect(await verifications(leader, { target: 'static_role', result: 'verified' })).toBe(1), { timeout: 20_000, interval: 100 });
+      await vi.waitFor(async () => expect(await verifications(leader, { target: 'static_role', outcome, result: 'verified' })).toBe(1), { timeout: 20_000, interval: 100 });
       expect(await verifications(leader, { target: 'static_role', result: 'repaired' })).toBe(0);
       expect(await leads(leader)).toBe(false);
     }
@@ -109,7 +113,7 @@ describe('a paused leader\'s late directory write (reproduction B, two nodes on 
 
 describe('leadership lost between the WAL and the directory write', () => {
   it('"a leader paused after its WAL and before its modify sends nothing once resumed: its fence is checked right before the write"', async () => {
-    const { leader, other, proxy, user, first } = await pausedLeaderWithHeldRequest(false, LDAP_OP.search);
+    const { leader, other, proxy, user, first } = await pausedLeaderWithHeldRequest(false, { op: LDAP_OP.search });
     await vi.waitFor(async () => expect(await leads(other)).toBe(true), { timeout: 20_000, interval: 100 });
     await vi.waitFor(async () => expect((await ok(other, 'GET', 'ldap/static-cred/bob')).data.password).not.toBe(first), { timeout: 20_000, interval: 100 });
     await ok(other, 'POST', 'ldap/static-role/bob', { rotation_period: '1h' });
