@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import pino from 'pino';
+import { MAX_UNCONFIRMED_BIND_PASSWORDS, bindHistory } from '../../src/engines/ldap/bind-history.ts';
 import { FakeClock } from '../../src/core/clock.ts';
 import { BadRequestError } from '../../src/core/errors.ts';
 import type { BackendContext } from '../../src/core/framework.ts';
@@ -74,6 +75,12 @@ describe('connection config', () => {
     expect(bindFallbacks(cfg, 'wal')).toEqual(['wal', 'old', 'older', 'oldest']);
     expect(bindFallbacks(cfg, 'new')).toEqual(['old', 'older', 'oldest']);
     expect(bindFallbacks(base({ bindpass: 'new' }), undefined)).toEqual([]);
+  });
+
+  it('the unconfirmed bind-password history is newest first, without blanks, repeats or the current one, and bounded', () => {
+    const many = Array.from({ length: 12 }, (_, i) => `p${i}`);
+    expect(bindHistory(['', 'a', undefined, 'cur', 'a', 'b'], 'cur')).toEqual(['a', 'b']);
+    expect(bindHistory(many, 'cur')).toEqual(many.slice(0, MAX_UNCONFIRMED_BIND_PASSWORDS));
   });
 
   it('LdapConnections reuses one client until the effective connection settings change', async () => {
