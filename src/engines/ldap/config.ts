@@ -88,7 +88,7 @@ const storedConfigSchema = z.object({
 export type LdapConfig = z.infer<typeof storedConfigSchema>;
 
 /** Fields never returned by a read and kept on update when not sent. */
-export const CONFIG_SECRET_FIELDS = ['bindpass', 'client_tls_key', 'last_bind_password', 'unconfirmed_bind_passwords'] as const;
+export const CONFIG_SECRET_FIELDS = ['bindpass', 'client_tls_key', 'last_bind_password'] as const;
 
 export async function readConfig(storage: StorageView): Promise<LdapConfig | undefined> {
   return (await readConfigSnapshot(storage))?.config;
