@@ -20,6 +20,7 @@ import {
   type AccountState, type Borrower, type LentAccount, type LibrarySet,
 } from './library-store.ts';
 import { clearDriftOp } from './drift-marks.ts';
+import { recordedAccountPassword } from './library-store.ts';
 import { changePasswordWithWal, walKey } from './rotation.ts';
 import { LDAP_LIBRARY_REFUSED } from '../../telemetry/families.ts';
 
@@ -75,6 +76,7 @@ async function setAvailablePassword(engine: Engine, name: string, dn: string, op
     commit: (password, changedDn) => [putAccountOp({ state: 'available', name, dn: changedDn, password }), ...(opts.also ?? [])],
     commitConditions: opts.conditions,
     fence: opts.fence,
+    recorded: () => recordedAccountPassword(engine.storage, name),
   });
   return changed !== undefined;
 }
@@ -107,6 +109,7 @@ export async function checkInAccount(engine: Engine, name: string, accept: (acco
         const end = await engine.ctx.system.leaseEnd(account.borrower.lease_id);
         return end ? [end] : [];
       },
+      recorded: () => recordedAccountPassword(engine.storage, name),
     });
     return changed !== undefined;
   });

@@ -23,6 +23,18 @@ export class LdapProviderError extends StrongroomError {
 }
 
 /**
+ * A password write whose request may have reached the directory but whose answer never came (a timeout, the
+ * connection lost after sending). It is never re-sent: the first request may still land, later than anything sent
+ * after it. The connection is closed; the engine treats the write as possibly applied until a bind proves otherwise.
+ */
+export class UnknownWriteOutcomeError extends LdapProviderError {
+  constructor(message: string, detail: string) {
+    super('connection', `${message} (the request may still reach the directory: its outcome is unknown)`, undefined, detail);
+    this.name = 'UnknownWriteOutcomeError';
+  }
+}
+
+/**
  * Result codes that describe the request rather than the server: a missing or duplicate entry,
  * a schema violation, a malformed DN. Everything else (bind failures, busy, unwilling, access
  * rights of the bind account) is the directory's side.
@@ -38,7 +50,7 @@ export const LDAP_RESULT_NAMES: Readonly<Record<number, string>> = {
   49: 'invalidCredentials', 50: 'insufficientAccessRights', 51: 'busy', 52: 'unavailable',
   53: 'unwillingToPerform', 54: 'loopDetect', 64: 'namingViolation', 65: 'objectClassViolation',
   66: 'notAllowedOnNonLeaf', 67: 'notAllowedOnRDN', 68: 'entryAlreadyExists', 69: 'objectClassModsProhibited',
-  80: 'other',
+  80: 'other', 122: 'assertionFailed',
 };
 
 /** Replaces every secret (longest first, so one secret inside another is fully hidden). */
