@@ -85,11 +85,12 @@ async function main(): Promise<void> {
     }
   }
   const reapply = bootstrapFile ? reloader(server.core, bootstrapFile, loadOptions(settings), logger) : undefined;
-  // Log rotation: file audit devices reopen their files (without a handler, SIGHUP would end the process); the
-  // bootstrap file, if any, is checked and applied again.
-  process.on('SIGHUP', () => {
-    void server.core.audit.reopen();
-    void reapply?.();
+  // Log rotation: file audit devices reopen their files, nothing else (without a handler, SIGHUP would end the
+  // process). Re-applying the bootstrap file is its own signal: logrotate must not undo a revocation (docs/bootstrap.md).
+  process.on('SIGHUP', () => void server.core.audit.reopen());
+  process.on('SIGUSR2', () => {
+    if (reapply) void reapply();
+    else logger.warn('SIGUSR2 re-applies a bootstrap file, and none is set (STRONGROOM_BOOTSTRAP): nothing was done');
   });
   if (server.rootToken) {
     // Printed once, to the terminal only: the token is never logged and cannot be recovered later.

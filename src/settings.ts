@@ -45,7 +45,7 @@ export const settingsSchema = z.object({
   STRONGROOM_UNAUTHENTICATED_METRICS: bool.default(false),
   STRONGROOM_AUDIT_ALLOW_PREFIX: bool.default(false),
   STRONGROOM_AUDIT_ALLOW_RAW: bool.default(false),
-  /** A declarative bootstrap file (docs/bootstrap.md), applied after unseal at start and again on SIGHUP. */
+  /** A declarative bootstrap file (docs/bootstrap.md), applied after unseal at start and again on SIGUSR2. */
   STRONGROOM_BOOTSTRAP: z.string().optional(),
   /** Lets the bootstrap file declare tokens with fixed ids outside dev mode (a known id is a guessable one). */
   STRONGROOM_BOOTSTRAP_ALLOW_TOKEN_IDS: bool.default(false),

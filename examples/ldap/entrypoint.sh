@@ -5,12 +5,17 @@
 #
 #   LDAP_BIND_PASSWORD_FILE  file holding the bind account's password (or LDAP_BIND_PASSWORD, the value itself)
 #   LDAP_PORT                plain LDAP port, default 1389 (above 1024: slapd runs as a user without privileges)
+#   LDAP_HOST                the address slapd listens on, default 0.0.0.0 (every interface, as a container needs);
+#                            127.0.0.1 for a directory on your own machine (README's walkthrough)
 #   LDAP_STATE_DIR           slapd.conf and the database, default /var/lib/strongroom-ldap (a volume)
 #   LDAP_SEED                the LDIF loaded into an empty database, default the image's seed.ldif
+#   LDAP_SCHEMA_DIR          OpenLDAP's schema files, default /etc/ldap/schema (Debian's)
+#   LDAP_MODULE_DIR          slapd's modules (back_mdb), default /usr/lib/ldap (Debian's)
 set -eu
 
 state="${LDAP_STATE_DIR:-/var/lib/strongroom-ldap}"
 port="${LDAP_PORT:-1389}"
+host="${LDAP_HOST:-0.0.0.0}"
 seed="${LDAP_SEED:-/etc/strongroom-ldap/seed.ldif}"
 schema_dir="${LDAP_SCHEMA_DIR:-/etc/ldap/schema}"
 module_dir="${LDAP_MODULE_DIR:-/usr/lib/ldap}"
@@ -75,4 +80,4 @@ if [ ! -e "$state/data/data.mdb" ]; then
   echo "strongroom-ldap: loaded $seed and $bind_dn into $state/data" >&2
 fi
 
-exec slapd -f "$state/slapd.conf" -h "ldap://0.0.0.0:$port/" -d 0
+exec slapd -f "$state/slapd.conf" -h "ldap://$host:$port/" -d 0

@@ -9,6 +9,12 @@
  * secrets) are sent only when the file changed them: re-sending an unchanged bind password would undo a rotate-root.
  * The first apply after the records are lost writes every object once.
  *
+ * A seed, not a time machine: an object the records say was applied, now gone (deleted, disabled, revoked or
+ * expired outside the file) while the file's declaration of it is unchanged, is skipped and reported, not made
+ * again; what lives under a skipped mount is skipped with it. A declared token's record (keyed by a keyed hash of
+ * its id, never the id) is its tombstone: once it is gone that id is never minted again, whatever else the file
+ * changes, until the file gives another id. An audit device is replaced without a moment of no device.
+ *
  * Objects are applied in order and the apply stops at the first failure: what was applied before stays applied
  * (and recorded); the error names the object, its YAML path and line.
  */
@@ -26,7 +32,13 @@ export interface BootstrapReport {
   changed: string[];
   unchanged: string[];
   removed: string[];
+  /** Declared objects gone since the last apply and not changed in the file since: left gone. */
+  skipped: Array<{ name: string; reason: string }>;
+  /** Audit devices disabled to be replaced by the file's version (pruned ones are in `removed`). */
+  disabled: string[];
 }
+
+type Outcome = 'created' | 'changed' | 'unchanged' | { skipped: string };
 
 export class BootstrapApplyError extends Error {
   readonly report: BootstrapReport;
@@ -39,6 +51,13 @@ export class BootstrapApplyError extends Error {
 /** How long the bootstrap's own token lives if it is never revoked (the process died mid-apply). */
 const BOOTSTRAP_TOKEN_TTL = 15 * 60;
 const RECORD_KEY = 'bootstrap/applied';
+/** Where a changed audit device's new version is enabled first, beside the old one (`sys/audit/file-bootstrap-new`). */
+const TEMPORARY_DEVICE_SUFFIX = '-bootstrap-new';
+
+interface MountEntry {
+  type?: string;
+  accessor?: string;
+}
 
 interface ObjectRecord {
   /** Keyed hash of each field as the file last applied it. */
@@ -61,7 +80,7 @@ interface ApiResult {
 class ApiFailure extends Error {}
 
 export async function applyBootstrap(core: Core, loaded: LoadedFile): Promise<BootstrapReport> {
-  const report: BootstrapReport = { created: [], changed: [], unchanged: [], removed: [] };
+  const report: BootstrapReport = { created: [], changed: [], unchanged: [], removed: [], skipped: [], disabled: [] };
   const store = core.systemView;
   const records = await readRecords(store);
   const issued = await issueToken(core, {
@@ -143,7 +162,9 @@ class Applier {
   readonly #records: Records;
   readonly #report: BootstrapReport;
   /** Mounts as sys/mounts and sys/auth showed them, read once. */
-  #mountTables: Map<string, Record<string, { type?: string }>> = new Map();
+  #mountTables: Map<string, Record<string, MountEntry>> = new Map();
+  /** Path prefixes of the skipped mounts' objects (`ldap/`, `sys/mounts/ldap/`): skipped with them. */
+  #skippedMounts: string[] = [];
 
   constructor(api: InternalApi, records: Records, report: BootstrapReport) {
     this.#api = api;
@@ -152,48 +173,81 @@ class Applier {
   }
 
   async apply(d: Declared): Promise<void> {
+    const name = d.partOf ?? d.name;
+    if (this.#skippedMounts.some((p) => d.path.startsWith(p))) {
+      if (!d.partOf) this.#report.skipped.push({ name, reason: 'its mount was disabled outside the file' });
+      return;
+    }
     const outcome = d.kind === 'mount' ? await this.#mount(d) : d.kind === 'token' ? await this.#token(d) : await this.#object(d);
-    this.#note(d.partOf ?? d.name, outcome);
+    if (typeof outcome === 'object') this.#report.skipped.push({ name, reason: outcome.skipped });
+    else this.#note(name, outcome);
   }
 
   /** A mount's tuning reports under the mount: created stays created, and a changed tuning changes the mount. */
-  #note(name: string, outcome: keyof BootstrapReport): void {
+  #note(name: string, outcome: 'created' | 'changed' | 'unchanged'): void {
     const r = this.#report;
     if (r.created.includes(name) || (r.changed.includes(name) && outcome === 'unchanged')) return;
     if (r.unchanged.includes(name)) r.unchanged.splice(r.unchanged.indexOf(name), 1);
     r[outcome].push(name);
   }
 
-  async #mount(d: Declared): Promise<keyof BootstrapReport> {
+  /**
+   * A mount's record holds its declaration and the accessor it had: a mount found with another accessor was disabled
+   * and enabled again since, so the records of what the file put under it describe nothing there now.
+   */
+  async #mount(d: Declared): Promise<Outcome> {
     const table = d.path.startsWith('sys/auth/') ? 'sys/auth' : 'sys/mounts';
-    const mounts = await this.#mountTable(table);
-    const existing = mounts[`${d.path.slice(table.length + 1)}/`];
+    const key = `mount:${d.path}`;
+    const under = [`${d.path}/`, d.name];
+    const existing = (await this.#mountTable(table))[`${d.path.slice(table.length + 1)}/`];
     const type = String(d.body.type);
     if (!existing) {
+      if (this.#records.objects[key] && !this.#difference(key, d.body, {})) {
+        this.#skippedMounts.push(...under);
+        return { skipped: 'disabled outside the file' };
+      }
       await this.#api.write('POST', d.path, d.body);
+      this.#mountTables.delete(table);
+      this.#forgetUnder(under);
+      this.#recordMount(key, d, (await this.#mountTable(table))[`${d.path.slice(table.length + 1)}/`]);
       return 'created';
     }
     const cls = table === 'sys/auth' ? 'auth' : 'secret';
     if (registeredType(cls, String(existing.type)) !== registeredType(cls, type)) {
       throw new ApiFailure(`mounted with type "${existing.type}", not "${type}": a mount's type does not change in place (remove it, or prune mounts)`);
     }
+    const accessor = this.#records.objects[key]?.observed.accessor;
+    if (accessor !== undefined && accessor !== this.#hash(existing.accessor)) this.#forgetUnder(under);
+    this.#recordMount(key, d, existing);
     return 'unchanged';
   }
 
-  async #mountTable(path: string): Promise<Record<string, { type?: string }>> {
+  #recordMount(key: string, d: Declared, entry: MountEntry | undefined): void {
+    this.#records.objects[key] = { fields: this.#fieldHashes(d.body), observed: entry ? { accessor: this.#hash(entry.accessor) } : {} };
+  }
+
+  /** Drops the records of every object under these path prefixes: they are applied as if for the first time. */
+  #forgetUnder(prefixes: string[]): void {
+    for (const key of Object.keys(this.#records.objects)) {
+      if (prefixes.some((p) => key.startsWith(`object:${p}`))) delete this.#records.objects[key];
+    }
+  }
+
+  async #mountTable(path: string): Promise<Record<string, MountEntry>> {
     let table = this.#mountTables.get(path);
     if (!table) {
-      table = (await this.#api.read(path) ?? {}) as Record<string, { type?: string }>;
+      table = (await this.#api.read(path) ?? {}) as Record<string, MountEntry>;
       this.#mountTables.set(path, table);
     }
     return table;
   }
 
   /** Tuning, policies, configs and roles: read, compared with the records, written where they differ. */
-  async #object(d: Declared): Promise<keyof BootstrapReport> {
+  async #object(d: Declared): Promise<Outcome> {
     const key = `object:${d.path}`;
     const before = d.kind === 'audit' ? await this.#auditDevice(d.path) : await this.#api.read(d.path);
     if (before === undefined) {
+      if (this.#records.objects[key] && !this.#difference(key, d.body, {})) return { skipped: `${d.kind === 'audit' ? 'disabled' : 'deleted'} outside the file` };
       await this.#write(d, d.body);
       await this.#record(key, d);
       return 'created';
@@ -201,9 +255,7 @@ class Applier {
     const diff = this.#difference(key, d.body, before);
     if (!diff) return 'unchanged';
     if (d.kind === 'audit') {
-      // A device cannot be changed in place: it is disabled and enabled again with the file's options.
-      await this.#api.write('DELETE', d.path);
-      await this.#write(d, d.body);
+      await this.#replaceDevice(d);
     } else {
       await this.#write(d, Object.fromEntries(Object.entries(d.body).filter(([k]) => k in before || diff.has(k))));
     }
@@ -213,6 +265,26 @@ class Applier {
 
   async #write(d: Declared, body: Body): Promise<void> {
     await this.#api.write('POST', d.path, body);
+  }
+
+  /**
+   * A device cannot be changed in place, and a change must never leave the server without one: the file's version is
+   * enabled first beside the old one (under a temporary path: two devices cannot share one), the old one is disabled
+   * only once the new one opened, then the new one takes the path and the temporary one goes. A version that cannot
+   * be enabled leaves the old device as it was; a failure later leaves the temporary one enabled.
+   */
+  async #replaceDevice(d: Declared): Promise<void> {
+    const temporary = `${d.path}${TEMPORARY_DEVICE_SUFFIX}`;
+    // Left by an apply cut short: this apply enables it again with the file's version.
+    if (await this.#auditDevice(temporary)) await this.#api.write('DELETE', temporary);
+    const trial = await this.#api.call('POST', temporary, d.body);
+    if (trial.status >= 300) {
+      throw new ApiFailure(`POST ${d.path}: ${trial.status} ${trial.errors.join('; ') || 'no message'} (the file's version could not be enabled; the device enabled before is kept, nothing was disabled)`);
+    }
+    await this.#api.write('DELETE', d.path);
+    this.#report.disabled.push(d.path);
+    await this.#write(d, d.body);
+    await this.#api.write('DELETE', temporary);
   }
 
   async #auditDevice(path: string): Promise<Record<string, unknown> | undefined> {
@@ -246,13 +318,19 @@ class Applier {
    * fields differ from those it was created with (revoked first, with its children and leases). Its record is keyed
    * by a hash of the id, which is a secret.
    */
-  async #token(d: Declared): Promise<keyof BootstrapReport> {
+  async #token(d: Declared): Promise<Outcome> {
     const id = String(d.body.id);
     const key = `token:${this.#hash(id)}`;
     const lookup = await this.#api.call('POST', 'auth/token/lookup', { token: id });
     const exists = lookup.status === 200;
+    // The tombstone: a credential whose id leaked is revoked; a re-apply must not hand the same id back.
+    if (!exists && this.#records.objects[key]) return { skipped: 'revoked or expired outside the file: its id is never used again; give the file another id to create one' };
     if (exists && !this.#difference(key, d.body, {})) return 'unchanged';
-    if (exists) await this.#api.write('POST', 'auth/token/revoke', { token: id });
+    if (exists) {
+      // Revoked by the file itself: if the creation below fails, the next apply creates it rather than skip it.
+      delete this.#records.objects[key];
+      await this.#api.write('POST', 'auth/token/revoke', { token: id });
+    }
     await this.#api.write('POST', d.path, d.body);
     this.#records.objects[key] = { fields: this.#fieldHashes(d.body), observed: {} };
     return exists ? 'changed' : 'created';
@@ -269,6 +347,11 @@ class Applier {
       const path = `${scope.prefix}${name.replace(/\/$/, '')}`;
       await this.#api.write('DELETE', path);
       delete this.#records.objects[`object:${path}`];
+      // Records of what a pruned mount held: declared again later, it is created, not skipped.
+      if (table && scope.list !== 'sys/audit') {
+        delete this.#records.objects[`mount:${path}`];
+        this.#forgetUnder([`${path}/`, scope.list === 'sys/auth' ? `auth/${name}` : name]);
+      }
       this.#report.removed.push(scope.list === 'sys/auth' ? `auth/${name}` : table ? name : path);
     }
   }

@@ -8,11 +8,13 @@
  * audit code itself.
  */
 import { deviceConfig, deviceOptionNames, type AuditSettings } from '../core/audit/options.ts';
+import { parseDurationSecond } from '../core/durations.ts';
 import { BadRequestError } from '../core/errors.ts';
+import { reservedPolicyIn } from '../core/policy/reserved.ts';
 import { validateFields } from '../core/fields.ts';
 import { BUILTIN_MOUNTS, endpointAt, registeredType, roleKinds, typeNames, type MountRef } from './endpoints.ts';
 import { declaredObjects } from './plan.ts';
-import type { AuditDevice, BootstrapFile, RoleKind, YamlPath } from './schema.ts';
+import type { AuditDevice, BootstrapFile, RoleKind, TokenSpec, YamlPath } from './schema.ts';
 
 type Add = (path: YamlPath, message: string) => void;
 
@@ -79,6 +81,33 @@ export function checkAuditDevices(devices: ReadonlyArray<AuditDevice> | undefine
     } catch (err) {
       if (!(err instanceof BadRequestError)) throw err;
       add([...at, allowed ? 'options' : 'type'], err.message);
+    }
+  });
+}
+
+/**
+ * No path to root through the file (docs/security.md): a declared token holds no reserved policy (`root`,
+ * `response-wrapping`, in any spelling the server would accept), and does not renew forever (a `period` needs an
+ * `explicit_max_ttl` that ends it). The server's create-orphan, called with the bootstrap's root token, would
+ * allow both. Judged on resolved values, without quoting them.
+ */
+export function checkDeclaredTokens(tokens: ReadonlyArray<TokenSpec> | undefined, add: Add, reported: (at: YamlPath) => boolean): void {
+  tokens?.forEach((t, i) => {
+    const at: YamlPath = ['tokens', i];
+    const policies = Array.isArray(t.policies) ? t.policies.map(String) : typeof t.policies === 'string' ? t.policies.split(',') : [];
+    const reserved = reservedPolicyIn(policies);
+    if (reserved) add([...at, 'policies'], `a declared token cannot hold the reserved "${reserved}" policy`);
+    const seconds = (key: string) => {
+      const v = t[key];
+      if (v === undefined || reported([...at, key]) || (typeof v !== 'string' && typeof v !== 'number')) return 0;
+      try {
+        return parseDurationSecond(v);
+      } catch {
+        return 0;
+      }
+    };
+    if (seconds('period') > 0 && seconds('explicit_max_ttl') <= 0) {
+      add([...at, 'period'], 'a declared token cannot renew forever: a period needs an explicit_max_ttl that ends it');
     }
   });
 }

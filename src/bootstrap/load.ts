@@ -7,7 +7,7 @@ import { isMap, isSeq, LineCounter, parseDocument, type Document, type Node } fr
 import type { z } from 'zod';
 import type { AuditSettings } from '../core/audit/options.ts';
 import { parseDurationSecond } from '../core/durations.ts';
-import { checkAuditDevices, checkBodies, suggestion } from './bodies.ts';
+import { checkAuditDevices, checkBodies, checkDeclaredTokens, suggestion } from './bodies.ts';
 import { roleKinds } from './endpoints.ts';
 import { BOOTSTRAP_LIMITS, DURATION_KEY, ROLE_KINDS, bootstrapSchema, keysAt, salvage, type BootstrapFile, type YamlPath } from './schema.ts';
 import { ReferenceError, parseTemplate, processReferences, readBounded, renderTemplate, type ReferenceSource } from './references.ts';
@@ -105,6 +105,7 @@ export function parseBootstrap(file: string, text: string, options: LoadOptions)
   };
   const fromReference = (at: YamlPath) => JSON.stringify(valueAt(spec, at) ?? '').includes('${');
   checkBodies(resolved, add, reported, fromReference);
+  checkDeclaredTokens(resolved.tokens, add, reported);
   checkAuditDevices(resolved.audit, options.audit ?? { allowPrefix: false, allowRaw: false }, add, reported);
   if (issues.length) throw new BootstrapInvalidError(file, sortIssues(issues));
   return { spec: resolved, lineOf, fromReference };

@@ -1,6 +1,7 @@
 /**
  * The bootstrap in the server's life: the file is checked before the store is opened, applied after unseal, and
- * checked and applied again on SIGHUP (one run at a time; a signal during a run asks for one more run after it).
+ * checked and applied again on SIGUSR2 (one run at a time; a signal during a run asks for one more run after it).
+ * SIGHUP is logrotate's and only reopens audit files: a nightly rotation must not re-apply anything.
  */
 import type { Logger } from 'pino';
 import type { Core } from '../core/core.ts';
@@ -22,21 +23,22 @@ export async function applyAndLog(core: Core, file: string, loaded: LoadedFile, 
   try {
     const report = await applyBootstrap(core, loaded);
     logger.info({ file, ...summary(report) }, 'bootstrap applied');
+    if (report.skipped.length) logger.warn({ file, skipped: report.skipped }, 'bootstrap skipped declared objects revoked, deleted or disabled outside the file; change their declaration (a token: its id) to create them again');
     return report;
   } catch (err) {
-    if (err instanceof BootstrapApplyError) logger.error({ file, reason: err.message, ...summary(err.report) }, 'bootstrap stopped at its first failure: what is listed as created, changed or removed was applied, nothing after it');
+    if (err instanceof BootstrapApplyError) logger.error({ file, reason: err.message, ...summary(err.report) }, 'bootstrap stopped at its first failure: what is listed as created, changed, removed or disabled was applied, nothing after it');
     throw err;
   }
 }
 
 function summary(r: BootstrapReport) {
   return {
-    counts: { created: r.created.length, changed: r.changed.length, unchanged: r.unchanged.length, removed: r.removed.length },
-    created: r.created, changed: r.changed, unchanged: r.unchanged, removed: r.removed,
+    counts: { created: r.created.length, changed: r.changed.length, unchanged: r.unchanged.length, removed: r.removed.length, skipped: r.skipped.length, disabled: r.disabled.length },
+    created: r.created, changed: r.changed, unchanged: r.unchanged, removed: r.removed, skipped: r.skipped, disabled: r.disabled,
   };
 }
 
-/** SIGHUP: the file is read and checked again (file references too); an invalid file is logged and changes nothing. */
+/** SIGUSR2: the file is read and checked again (file references too); an invalid file is logged and changes nothing. */
 export function reloader(core: Core, file: string, options: LoadOptions, logger: Logger): () => Promise<void> {
   let running: Promise<void> | undefined;
   let again = false;
@@ -45,7 +47,7 @@ export function reloader(core: Core, file: string, options: LoadOptions, logger:
     try {
       loaded = loadBootstrapFile(file, options);
     } catch (err) {
-      // Nothing awaits a SIGHUP's run: an error thrown from here would end the server as an unhandled rejection.
+      // Nothing awaits a signal's run: an error thrown from here would end the server as an unhandled rejection.
       if (err instanceof BootstrapInvalidError) logger.error({ file, errors: err.lines() }, 'bootstrap file is invalid: nothing was changed');
       else logger.error({ file, reason: (err as Error).message }, 'bootstrap file could not be checked: nothing was changed');
       return;

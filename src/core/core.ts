@@ -9,7 +9,8 @@ import { MountSignals } from './signals.ts';
 import { Cluster, type ClusterTimings } from './cluster.ts';
 import { KeyedLock } from './keyed-lock.ts';
 import { BadRequestError, ConflictError, NotFoundError, PermissionDeniedError, SealedError, StrongroomError, UnsupportedOperationError } from './errors.ts';
-import { validateFields, type Fields } from './fields.ts';
+import { validateFields } from './fields.ts';
+import { foldAliases, parameterSpelling, parameterView } from './field-aliases.ts';
 import { addressInCidrs } from '../lib/cidr.ts';
 import { refuseReservedAtIssue } from './policy/reserved.ts';
 import type { Backend, BackendContext, BackendFactory, BackendRequest, BackendResponse, CallerInfo, MountInfo, Operation, SecretResponse, SecretType } from './framework.ts';
@@ -26,6 +27,8 @@ import { issueToken, type IssuedToken } from './token-issue.ts';
 import { NO_METRICS, type CoreTelemetry } from './metrics.ts';
 import type { CoreRequest, CoreResponse, ServedRequest } from './request.ts';
 import { VERSION } from './version.ts';
+import { ResponseWrapper, requestedWrapTtl, wrappedEnvelope } from './wrapping.ts';
+import { pathHelp, wantsHelp } from './path-help.ts';
 
 /** Engine and auth method factories by type; a type name may exist in both classes ("cloud"). */
 export interface BackendRegistry {
@@ -95,6 +98,7 @@ export class Core {
   readonly leases: LeaseManager;
   readonly audit: AuditBroker;
   readonly cluster: Cluster;
+  readonly wrapping: ResponseWrapper;
   readonly #mounted = new Map<string, Mounted>();
   readonly #signals: MountSignals;
   /**
@@ -123,6 +127,7 @@ export class Core {
     this.tokens = new TokenStore(sys.sub('token/'), this.clock, { cache: !options.storage.shared });
     this.policies = new PolicyStore(sys.sub('policy/'), sys.sub('policy-password/'));
     this.identity = new IdentityStore(sys.sub('identity/'));
+    this.wrapping = new ResponseWrapper(this);
     this.audit = new AuditBroker(sys.sub('audit/'), this.logger, this.clock, options.audit ?? { allowPrefix: false, allowRaw: false });
     this.leases = new LeaseManager({
       view: sys.sub('expire/'),
@@ -591,6 +596,7 @@ export class Core {
     let path = req.path;
     if (operation === 'list' && !path.endsWith('/')) path += '/';
     if (this.sealed) throw new SealedError();
+    const wrapTtl = requestedWrapTtl(req.wrapTtl, this.options.maxLeaseTtl);
 
     const entry = this.mounts.match(path);
     served.mount = entry?.path;
@@ -630,8 +636,18 @@ export class Core {
       if (acl && !acl.allowOperation(path, operation === 'list' ? 'list' : operation === 'read' ? 'read' : 'update', undefined).allowed) throw new PermissionDeniedError();
       throw new NotFoundError(mounted ? 'unsupported path' : `no handler for route "${path}". route entry not found.`);
     }
+    if (operation === 'read' && wantsHelp(req.query)) {
+      // As in Vault: any capability on the path (not only read) lets a token see its help.
+      if (acl && acl.capabilities(path).every((c) => c === 'deny')) throw new PermissionDeniedError();
+      return { status: 200, headers: { 'content-type': 'application/json' }, body: JSON.stringify(pathHelp(mounted.entry.path, relative, match.def, VERSION)) };
+    }
 
-    const { values, errors } = validateFields(match.def.fields ?? {}, input);
+    const validated = validateFields(match.def.fields ?? {}, input);
+    const { errors } = validated;
+    // One name per effect: aliases become their field before the ACL, the existence check and the handler see them.
+    const folded = foldAliases(match.def.fields, input, validated.values);
+    const { sentAs } = folded;
+    const values = match.def.freeForm ? { ...input, ...folded.values } : folded.values;
     let stored: { ttl: number; renewable: boolean } | undefined;
     const lease = (secret: SecretResponse): NewLease => {
       if (stored) throw new Error('a request can store only one lease');
@@ -652,7 +668,7 @@ export class Core {
         } };
       },
     };
-    const backendReq = new PipelineRequest(operation, requestId, relative, match.params, values, input, mounted, caller, req.remoteAddress, path, leaseHooks, req.disconnected);
+    const backendReq = new PipelineRequest(operation, requestId, relative, match.params, values, input, sentAs, mounted, caller, req.remoteAddress, path, leaseHooks, req.disconnected);
 
     if (operation === 'update' && match.def.existenceCheck && errors.length === 0) {
       if (!(await match.def.existenceCheck(backendReq))) operation = 'create';
@@ -660,12 +676,18 @@ export class Core {
       served.operation = operation;
     }
     if (acl) {
-      const decision = acl.allowOperation(path, operation, parameterView(input, values, match.def.fields), { rootProtected: isRootProtected(path) });
+      const decision = acl.allowOperation(path, operation, parameterView(input, values, match.def.fields), {
+        rootProtected: isRootProtected(path),
+        wrapTtl,
+        parameters: match.def.fields && parameterSpelling(match.def.fields),
+      });
       if (!decision.allowed) throw new PermissionDeniedError();
     }
     const handler = match.def.operations[operation] ?? (WRITE_OPS.has(operation) ? match.def.operations[operation === 'create' ? 'update' : 'create'] : undefined);
     if (!handler) throw new UnsupportedOperationError();
     if (errors.length) throw new BadRequestError(errors);
+    if (wrapTtl === undefined && match.def.requiresWrapping) throw new BadRequestError('this endpoint requires response wrapping: send the X-Vault-Wrap-TTL header');
+    if (wrapTtl !== undefined && match.def.rawResponse) throw new BadRequestError('this endpoint\'s answer cannot be wrapped: send it without the X-Vault-Wrap-TTL header');
 
     if (audit) {
       audit.operation = operation;
@@ -682,7 +704,7 @@ export class Core {
     }
     const warnings = [...(response?.warnings ?? [])];
     const fields = match.def.fields ?? {};
-    const ignored = Object.keys(input).filter((k) => !Object.hasOwn(fields, k) && !Object.hasOwn(match.params, k)).sort();
+    const ignored = match.def.freeForm ? [] : Object.keys(input).filter((k) => !Object.hasOwn(fields, k) && !Object.hasOwn(match.params, k)).sort();
     if (ignored.length) warnings.push(ignoredWarning(ignored));
 
     if (response?.raw) return { status: response.raw.status, headers: { 'content-type': 'application/json', ...response.raw.headers }, body: response.raw.body };
@@ -710,12 +732,12 @@ export class Core {
 
     const data = response?.data ?? null;
     if (!response || (response.data === undefined && !response.secret && !response.auth && !response.authBlock)) {
-      if (operation === 'read' || operation === 'list') throw new NotFoundError();
+      if (operation === 'read' || operation === 'list') throw new NotFoundError(`${operation === 'list' ? 'no entries' : 'no value'} found at "${path}"`);
       if (warnings.length === 0) return { status: response?.status ?? 204, headers: {}, body: undefined };
     }
     if (operation === 'list') {
       const keys = (data as { keys?: unknown } | null)?.keys;
-      if (!Array.isArray(keys) || keys.length === 0) throw new NotFoundError();
+      if (!Array.isArray(keys) || keys.length === 0) throw new NotFoundError(`no entries found at "${path}"`);
     }
     const envelope: Record<string, unknown> = {
       request_id: requestId, lease_id: issuedLease, renewable, lease_duration: leaseDuration, data,
@@ -723,8 +745,19 @@ export class Core {
     };
     // Vault repeats these sys answers' data at the top level (older clients read it there); envelope keys win.
     if (data && injectsData(path)) for (const [k, v] of Object.entries(data)) if (!Object.hasOwn(envelope, k)) envelope[k] = v;
+    if (wrapTtl !== undefined) return this.#wrapped(envelope, { ttl: wrapTtl, creationPath: path, wrappedAccessor: auth?.accessor as string | undefined }, audit);
     if (audit) audit.envelope = envelope;
     return { status: response?.status ?? 200, headers: { 'content-type': 'application/json' }, body: JSON.stringify(envelope) };
+  }
+
+  /**
+   * The answer kept behind a wrapping token and the client told only how to unwrap it. Its lease and token were
+   * issued as for any answer; the audit entry records the answer (hashed, as always) with the wrap_info.
+   */
+  async #wrapped(envelope: Record<string, unknown>, opts: { ttl: number; creationPath: string; wrappedAccessor?: string }, audit: AuditRecord | undefined): Promise<CoreResponse> {
+    const wrapInfo = await this.wrapping.wrap(JSON.stringify(envelope), opts);
+    if (audit) audit.envelope = { ...envelope, wrap_info: wrapInfo };
+    return { status: 200, headers: { 'content-type': 'application/json' }, body: JSON.stringify(wrappedEnvelope(wrapInfo)) };
   }
 
   /** A secret's lease, its TTL clamped by the engine's cap, the mount and the system. */
@@ -843,20 +876,6 @@ function ignoredWarning(names: string[]): string {
   return `Endpoint ignored these unrecognized parameters: [${shown.join(' ')}]${more}`;
 }
 
-/**
- * What the ACL's parameter rules compare: the request's own values, except that a list-typed field is compared
- * element by element after decoding, so `"default,admin"` and `["admin"]` meet a `denied_parameters` entry for
- * "admin" the same way the plain string does.
- */
-function parameterView(input: Record<string, unknown>, values: Record<string, unknown>, fields: Fields | undefined): Record<string, unknown> {
-  if (!fields) return input;
-  let view: Record<string, unknown> | undefined;
-  for (const name in input) {
-    if (Object.hasOwn(fields, name) && Array.isArray(values[name])) (view ??= { ...input })[name] = values[name];
-  }
-  return view ?? input;
-}
-
 function flattenQuery(query: Record<string, string | string[]>): Record<string, unknown> {
   return Object.fromEntries(Object.entries(query).filter(([k]) => k !== 'help'));
 }
@@ -887,6 +906,7 @@ class PipelineRequest implements BackendRequest {
   readonly mount: MountInfo;
   readonly remoteAddress: string;
   readonly #input: Record<string, unknown>;
+  readonly #sentAs: ReadonlyMap<string, string>;
   readonly #fullPath: string;
   #leaseId: string | undefined;
   readonly registerLease: LeaseHooks['register'];
@@ -894,8 +914,8 @@ class PipelineRequest implements BackendRequest {
   readonly #disconnected: (() => AbortSignal) | undefined;
 
   constructor(operation: Operation, requestId: string, path: string, params: Record<string, string>, data: Record<string, unknown>,
-    input: Record<string, unknown>, mounted: Mounted, caller: CallerInfo | undefined, remoteAddress: string, fullPath: string,
-    leases: LeaseHooks, disconnected: (() => AbortSignal) | undefined) {
+    input: Record<string, unknown>, sentAs: ReadonlyMap<string, string>, mounted: Mounted, caller: CallerInfo | undefined, remoteAddress: string,
+    fullPath: string, leases: LeaseHooks, disconnected: (() => AbortSignal) | undefined) {
     this.operation = operation;
     this.requestId = requestId;
     this.path = path;
@@ -906,6 +926,7 @@ class PipelineRequest implements BackendRequest {
     this.mount = mounted.info;
     this.remoteAddress = remoteAddress;
     this.#input = input;
+    this.#sentAs = sentAs;
     this.#fullPath = fullPath;
     this.registerLease = leases.register;
     this.leaseWrite = leases.write;
@@ -919,6 +940,8 @@ class PipelineRequest implements BackendRequest {
 
   /** An own property, not a method: handlers pass `req.has` around detached. */
   readonly has = (name: string): boolean => Object.hasOwn(this.#input, name);
+
+  readonly sentAs = (name: string): string | undefined => this.#sentAs.get(name) ?? (this.has(name) ? name : undefined);
 
   /** The lease id a secret in this response will receive. */
   get leaseId(): string {

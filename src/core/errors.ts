@@ -1,3 +1,5 @@
+import { STATUS_CODES } from 'node:http';
+
 /**
  * Typed errors carry their HTTP status; the HTTP layer renders them in exactly one place.
  * Messages must never contain secrets: callers scrub upstream text before wrapping it.
@@ -8,7 +10,9 @@ export class StrongroomError extends Error {
   /** Response headers the answer carries (e.g. Retry-After); never a secret. */
   headers: Record<string, string> | undefined;
   constructor(status: number, messages: string | string[]) {
-    const list = Array.isArray(messages) ? messages : [messages];
+    // Every error body carries at least one message (docs/decisions.md): an empty list gets the status's own words.
+    const given = Array.isArray(messages) ? messages : [messages];
+    const list = given.length > 0 ? given : [(STATUS_CODES[status] ?? 'error').toLowerCase()];
     super(list.join('; '));
     this.status = status;
     this.messages = list;

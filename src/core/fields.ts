@@ -22,12 +22,27 @@ export interface Field<T = unknown> {
   secret?: boolean;
   /** The values a string field accepts (compared trimmed and without case; the handler canonicalises): its enum. */
   oneOf?: readonly string[];
+  /**
+   * This field is another name of the field `aliasOf` (a deprecated or Vault spelling). The pipeline folds it into
+   * that field before the ACL and the handler see the request (core/field-aliases.ts), so one effect has one name.
+   */
+  aliasOf?: string;
+  /** A list element's canonical spelling, already applied to the decoded value (ListOptions.canonicalItem). */
+  canonicalItem?: (item: string) => string;
+  /**
+   * How the handler tells values apart, for a string or a list's elements it identifies without regard to spelling
+   * (directory account names without case, DNs as the directory compares them). `denied_parameters` compare under
+   * it, so every spelling of a denied value is denied. Defaults to canonicalItem.
+   */
+  matchKey?: (value: string) => string;
 }
 
 interface FieldOptions<T> {
   default?: T;
   required?: boolean;
   secret?: boolean;
+  aliasOf?: string;
+  matchKey?: (value: string) => string;
 }
 
 export const FIELD_LIMITS = Object.freeze({
@@ -86,8 +101,13 @@ function decoder<T>(decode: (v: unknown) => T): z.ZodType<T> {
 }
 
 /** The bound options are spent on the schema; the field keeps what the pipeline reads. */
-function build<T>(kind: FieldKind, schema: z.ZodType<T>, description: string, { default: def, required, secret }: FieldOptions<T>): Field<T> {
-  return { kind, schema, description, default: def, required, secret };
+function build<T>(kind: FieldKind, schema: z.ZodType<T>, description: string, { default: def, required, secret, aliasOf, matchKey }: FieldOptions<T>): Field<T> {
+  return { kind, schema, description, default: def, required, secret, aliasOf, matchKey };
+}
+
+/** A list field keeps its element canonicaliser: the ACL spells a rule's values the way the request's were. */
+function buildList(schema: z.ZodType<string[]>, description: string, opts: ListOptions): Field<string[]> {
+  return { ...build('list', schema, description, opts), canonicalItem: opts.canonicalItem, matchKey: opts.matchKey ?? opts.canonicalItem };
 }
 
 /**
@@ -218,8 +238,8 @@ export const field = {
     const max = Math.min(opts.max ?? MAX_DURATION_SECONDS, MAX_DURATION_SECONDS);
     return build('duration', decoder((v) => decodeDuration(v, max)), description, opts);
   },
-  commaList: (description: string, opts: ListOptions = {}) => build('list', decoder((v) => decodeList(v, splitComma, opts, 'expected a list or a comma-separated string')), description, opts),
-  stringList: (description: string, opts: ListOptions = {}) => build('list', decoder((v) => decodeList(v, whole, opts, 'expected a list of strings')), description, opts),
+  commaList: (description: string, opts: ListOptions = {}) => buildList(decoder((v) => decodeList(v, splitComma, opts, 'expected a list or a comma-separated string')), description, opts),
+  stringList: (description: string, opts: ListOptions = {}) => buildList(decoder((v) => decodeList(v, whole, opts, 'expected a list of strings')), description, opts),
   map: (description: string, opts: MapOptions<Record<string, unknown>> = {}) => build('map', decoder((v) => decodeMap(v, opts.maxKeys ?? FIELD_LIMITS.mapKeys)), description, opts),
   kvPairs: (description: string, opts: MapOptions<Record<string, string>> = {}) => build('map', decoder((v) => decodeKvPairs(v, opts.maxKeys ?? FIELD_LIMITS.mapKeys)), description, opts),
   /** Any zod schema, for fields whose rule is specific to one endpoint. */

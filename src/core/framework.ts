@@ -58,8 +58,14 @@ export interface BackendRequest<F extends Fields = Fields> {
   params: Record<string, string>;
   /** Validated field values; unsent fields hold their default (or undefined). */
   data: FieldValues<F>;
-  /** Whether the client sent the field (partial updates change only sent keys). */
+  /** Whether the client sent the field (partial updates change only sent keys), under its name or an alias of it. */
   has(name: keyof F & string): boolean;
+  /**
+   * The name the client sent the field under, undefined when not sent: an alias (`Field.aliasOf`) is folded into its
+   * field before the handler runs (`has` and `data` know only the field), and this keeps its spelling for messages
+   * and for read views that show the old name.
+   */
+  sentAs(name: keyof F & string): string | undefined;
   storage: StorageView;
   caller: CallerInfo | undefined;
   mount: MountInfo;
@@ -157,6 +163,10 @@ export interface PathDefinition<F extends Fields = Fields> {
    * spelling it cannot canonicalise.
    */
   canonical?: Record<string, (raw: string) => string>;
+  /** Takes any body keys as data (sys/wrapping/wrap): none is an unknown field, and `data` holds them all. */
+  freeForm?: boolean;
+  /** Answers only wrapped (sys/wrapping/wrap): a request without a wrap TTL is refused before the handler. */
+  requiresWrapping?: boolean;
   description: string;
 }
 

@@ -17,8 +17,8 @@ export interface CoreTelemetry {
   request(served: ServedRequest, status: number, started: number): void;
   /** A token issued by an auth method's login or by the token store. */
   tokenCreated(mount: { type: string; path: string }, ttlSeconds: number): void;
-  /** What sys/metrics serves: the Prometheus text exposition, or Vault's JSON shape. */
-  render(format: 'prometheus' | 'json'): Promise<{ contentType: string; body: string }>;
+  /** What sys/metrics serves: the Prometheus text exposition, or Vault's JSON shape; `maxAgeMs`: how old a family read from storage may be (0: read now). */
+  render(format: 'prometheus' | 'json', maxAgeMs?: number): Promise<{ contentType: string; body: string }>;
 }
 
 /** For a core without telemetry: a mount records into nothing. */

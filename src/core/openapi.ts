@@ -175,6 +175,8 @@ function fieldSchema(f: Field): Schema {
     schema.format = 'password';
     schema.writeOnly = true;
   }
+  // Another name of a field: accepted for older clients, folded into that field before anything judges it.
+  if (f.aliasOf) schema.deprecated = true;
   return schema;
 }
 

@@ -1,4 +1,4 @@
-import { Acl, DEFAULT_POLICY_HCL, parseAclPolicy, type AclPolicy } from './policy/acl.ts';
+import { Acl, DEFAULT_POLICY_HCL, RESPONSE_WRAPPING_POLICY_HCL, parseAclPolicy, type AclPolicy } from './policy/acl.ts';
 import { DEFAULT_PASSWORD_POLICY, generatePassword, parsePasswordPolicy, type PasswordPolicy } from './policy/password-policy.ts';
 import { setBounded } from './bounded-map.ts';
 import { BadRequestError, NotFoundError } from './errors.ts';
@@ -96,7 +96,7 @@ export class PolicyStore {
 
   async #parsedPolicy(name: string, generation: number): Promise<AclPolicy | null> {
     if (this.#parsed.has(name)) return this.#parsed.get(name)!;
-    const stored = await this.readAcl(name);
+    const stored = name === 'response-wrapping' ? { policy: RESPONSE_WRAPPING_POLICY_HCL } : await this.readAcl(name);
     const policy = stored ? parseAclPolicy(name, stored.policy) : null;
     if (generation === this.#generation) this.#parsed.set(name, policy);
     return policy;

@@ -13,6 +13,8 @@ export interface CoreRequest {
   token: string | undefined;
   remoteAddress: string;
   remotePort?: number;
+  /** Vault's X-Vault-Wrap-TTL as sent: the answer is to be wrapped (src/core/wrapping.ts). */
+  wrapTtl?: string;
   /** A signal aborted once the client has gone (its connection closed before the answer): transports that can tell. */
   disconnected?: () => AbortSignal;
 }

@@ -36,15 +36,17 @@ export const LEGACY_TOKEN_FIELDS = {
 type LegacyName = keyof typeof LEGACY_TOKEN_FIELDS;
 const LEGACY_NAMES = Object.keys(LEGACY_TOKEN_FIELDS) as LegacyName[];
 
-const deprecated = (name: LegacyName) => `Deprecated alias of ${LEGACY_TOKEN_FIELDS[name]}; ${LEGACY_TOKEN_FIELDS[name]} wins when both are sent.`;
+const deprecated = (name: LegacyName) => `Deprecated alias of ${LEGACY_TOKEN_FIELDS[name]}; sending both with different values is a 400.`;
+const aliasOf = (name: LegacyName) => ({ aliasOf: LEGACY_TOKEN_FIELDS[name] });
 
+/** The deprecated names, each an alias (`aliasOf`) the pipeline folds into its token_* field before the ACL sees it. */
 export const legacyTokenFields = {
-  policies: field.commaList(deprecated('policies'), { canonicalItem: normalizePolicyName }),
-  ttl: field.duration(deprecated('ttl')),
-  max_ttl: field.duration(deprecated('max_ttl')),
-  period: field.duration(deprecated('period')),
-  num_uses: field.int(deprecated('num_uses')),
-  bound_cidrs: field.commaList(deprecated('bound_cidrs')),
+  policies: field.commaList(deprecated('policies'), { canonicalItem: normalizePolicyName, ...aliasOf('policies') }),
+  ttl: field.duration(deprecated('ttl'), aliasOf('ttl')),
+  max_ttl: field.duration(deprecated('max_ttl'), aliasOf('max_ttl')),
+  period: field.duration(deprecated('period'), aliasOf('period')),
+  num_uses: field.int(deprecated('num_uses'), aliasOf('num_uses')),
+  bound_cidrs: field.commaList(deprecated('bound_cidrs'), aliasOf('bound_cidrs')),
 };
 
 export const tokenSettingsSchema = z.object({
@@ -69,29 +71,33 @@ export const DEFAULT_TOKEN_SETTINGS: TokenSettings = {
   token_policies: [], token_ttl: 0, token_max_ttl: 0, token_period: 0, token_num_uses: 0, token_no_default_policy: false, token_bound_cidrs: [], legacy_names: [],
 };
 
-type TokenFieldName = keyof typeof tokenFields | LegacyName;
+type TokenFieldName = keyof typeof tokenFields;
 type TokenFieldValues = { [K in TokenFieldName]?: unknown };
+/** What mergeTokenSettings reads of a request: the fields sent (aliases already folded in) and the name each came under. */
+interface SentTokenFields {
+  data: TokenFieldValues;
+  has(name: TokenFieldName): boolean;
+  sentAs(name: TokenFieldName): string | undefined;
+}
 
 /**
- * Applies the sent token fields over `current` (partial update), deprecated names upgraded as Vault's
- * tokenutil.UpgradeValue does: a token_* field sent wins over its old name and clears it; the old name alone
- * sets the token_* field. A reserved policy is refused in either policies field, also in the legacy one that
- * token_policies overrides: the request asked for it, and the 400 names the field that did.
+ * Applies the sent token fields over `current` (partial update). The pipeline has already folded each deprecated
+ * name into its token_* field (Vault's tokenutil.UpgradeValue, except that both names with different values is a
+ * 400); the name it came under is remembered so the role's read shows it, as Vault's does. A reserved policy is
+ * refused, the 400 naming the field the client sent.
  */
-export function mergeTokenSettings(current: TokenSettings, data: TokenFieldValues, has: (name: TokenFieldName) => boolean): TokenSettings {
-  for (const name of ['token_policies', 'policies'] as const) if (has(name)) refuseReservedPolicies(name, data[name] as string[]);
+export function mergeTokenSettings(current: TokenSettings, req: SentTokenFields): TokenSettings {
+  const { data, has } = req;
+  if (has('token_policies')) refuseReservedPolicies(req.sentAs('token_policies')!, data.token_policies as string[]);
   const next: TokenSettings = { ...current };
   const set = (name: keyof TokenSettings, value: unknown) => { (next as Record<string, unknown>)[name] = value; };
   const legacy = new Set(current.legacy_names);
   for (const old of LEGACY_NAMES) {
     const name = LEGACY_TOKEN_FIELDS[old];
-    if (has(name)) {
-      set(name, data[name]);
-      legacy.delete(old);
-    } else if (has(old)) {
-      set(name, data[old]);
-      legacy.add(old);
-    }
+    if (!has(name)) continue;
+    set(name, data[name]);
+    if (req.sentAs(name) === old) legacy.add(old);
+    else legacy.delete(old);
   }
   if (has('token_no_default_policy')) set('token_no_default_policy', data.token_no_default_policy);
   next.token_policies = [...new Set(next.token_policies.map((p) => p.trim().toLowerCase()).filter(Boolean))];

@@ -14,6 +14,8 @@ type Spec = Partial<NewToken> & Pick<NewToken, 'policies' | 'path' | 'displayNam
   id?: string;
   /** Guards the token's commit must hold (a login's mount is not being disabled). */
   guards?: StorageCondition[];
+  /** Writes, made for the new token, that land with it or not at all (a wrapping token's response). */
+  alongside?: (entry: TokenEntry) => PreparedWrite[];
 };
 
 /** Creates a token and its expiry lease in one commit (tokens with ttl 0 never expire and get none). */
@@ -24,11 +26,11 @@ export interface TokenIssuer {
   systemView: StorageView;
 }
 
-export async function issueToken(core: TokenIssuer, { guards = [], ...spec }: Spec): Promise<IssuedToken> {
+export async function issueToken(core: TokenIssuer, { guards = [], alongside, ...spec }: Spec): Promise<IssuedToken> {
   const { token, entry, write } = core.tokens.prepare({
     meta: {}, numUses: 0, explicitMaxTtl: 0, period: 0, entityId: '', boundCidrs: [], mountAccessor: '', internal: {}, ...spec,
   });
-  const writes: PreparedWrite[] = [write];
+  const writes: PreparedWrite[] = [write, ...(alongside?.(entry) ?? [])];
   if (guards.length > 0) writes.push({ ops: [], conditions: guards, committed: () => {} });
   if (entry.ttl > 0) {
     const now = entry.creationTime;

@@ -53,8 +53,12 @@ export class TokenStore {
   readonly #cache: Map<string, TokenEntry | null> | undefined;
   static readonly CACHE_LIMIT = 10_000;
 
+  /** The responses wrapping tokens hold, by salted token (src/core/wrapping.ts); `remove` deletes a token's with it. */
+  readonly wrapped: StorageView;
+
   constructor(view: StorageView, clock: Clock, options: { cache: boolean } = { cache: true }) {
     this.#view = view;
+    this.wrapped = view.sub('wrapped/');
     this.#clock = clock;
     this.#cache = options.cache ? new Map() : undefined;
   }
@@ -226,6 +230,8 @@ export class TokenStore {
     ];
     if (entry.parent) ops.push({ type: 'delete', key: `parent/${entry.parent}/${entry.salted}` });
     ops.push({ type: 'delete', key: `revoking/${entry.salted}` });
+    // A wrapping token's response (src/core/wrapping.ts) goes with it: expired or revoked, nothing of it stays.
+    ops.push({ type: 'delete', key: `wrapped/${entry.salted}` });
     this.#cache?.delete(entry.salted);
     await this.#view.transaction(ops);
     this.#cache?.delete(entry.salted);

@@ -5,7 +5,7 @@ import type { CoreResponse, ServedRequest } from '../core/request.ts';
 import { PayloadTooLargeError, StrongroomError } from '../core/errors.ts';
 import { accessLog } from './access-log.ts';
 import { cappedBody, storageUnavailable } from './admission.ts';
-import { parseBody, parseQuery, splitTarget } from './body.ts';
+import { OUTSIDE_API, parseBody, parseQuery, splitTarget } from './body.ts';
 import { answerListFromRawPacket } from './list-method.ts';
 import { tokenFromHeaders } from './token-header.ts';
 
@@ -31,11 +31,16 @@ export interface AppOptions {
  * bound by up to one interval; a sweep walks a list, which is cheap even with thousands of connections.
  */
 const TIMEOUT_CHECK_INTERVAL_MS = 1000;
-/** Client errors that are not a bad request, answered as Node's own handler would; anything else is a 400. */
-const CLIENT_ERROR_STATUS: Record<string, string> = {
-  ERR_HTTP_REQUEST_TIMEOUT: '408 Request Timeout',
-  HPE_HEADER_OVERFLOW: '431 Request Header Fields Too Large',
+/**
+ * Client errors that are not a bad request, answered as Node's own handler would; anything else is a 400. Each gets
+ * a message in the usual error body (docs/decisions.md: every error body carries one).
+ */
+const CLIENT_ERROR_STATUS: Record<string, [string, string]> = {
+  ERR_HTTP_REQUEST_TIMEOUT: ['408 Request Timeout', 'the request did not arrive within the request timeout'],
+  HPE_HEADER_OVERFLOW: ['431 Request Header Fields Too Large', 'the request headers are too large'],
+  HPE_INVALID_METHOD: ['400 Bad Request', 'unsupported HTTP method'],
 };
+const MALFORMED: [string, string] = ['400 Bad Request', 'malformed HTTP request'];
 
 /**
  * One catch-all `/v1/*` route feeds the core pipeline: mounts are enabled at run time and Fastify cannot add
@@ -68,8 +73,9 @@ export function buildApp(core: Core, opts: AppOptions): FastifyInstance {
     childLoggerFactory: (logger) => logger,
     clientErrorHandler(err, socket) {
       if (answerListFromRawPacket(core, err as unknown as Parameters<typeof answerListFromRawPacket>[1], socket, { maxBytes: opts.maxRequestSize, logAccess })) return;
-      const status = CLIENT_ERROR_STATUS[(err as NodeJS.ErrnoException).code ?? ''] ?? '400 Bad Request';
-      if (socket.writable) socket.end(`HTTP/1.1 ${status}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
+      const [status, message] = CLIENT_ERROR_STATUS[(err as NodeJS.ErrnoException).code ?? ''] ?? MALFORMED;
+      const body = JSON.stringify({ errors: [message] });
+      if (socket.writable) socket.end(`HTTP/1.1 ${status}\r\nConnection: close\r\nContent-Type: application/json\r\nCache-Control: no-store\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
       else socket.destroy(err);
     },
   };
@@ -128,14 +134,14 @@ export function buildApp(core: Core, opts: AppOptions): FastifyInstance {
     return fail(reply, 500, ['internal error']);
   });
 
-  app.setNotFoundHandler((_req, reply) => fail(reply, 404, []));
+  app.setNotFoundHandler((_req, reply) => fail(reply, 404, [OUTSIDE_API]));
 
   app.route({
     method: ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH'],
     url: '/v1/*',
     handler: async (req, reply) => {
       const target = splitTarget(req.url);
-      if (!target) return fail(reply, 404, []);
+      if (!target) return fail(reply, 404, [OUTSIDE_API]);
       const res = await core.handle({
         method: req.method,
         path: target.path,
@@ -144,6 +150,7 @@ export function buildApp(core: Core, opts: AppOptions): FastifyInstance {
         token: tokenFromHeaders(req.headers),
         remoteAddress: req.ip,
         remotePort: req.socket.remotePort,
+        wrapTtl: firstHeader(req.headers['x-vault-wrap-ttl']),
         disconnected: () => closedBeforeAnswer(reply.raw),
       });
       await endOfTurn();
@@ -160,6 +167,8 @@ declare module 'fastify' {
     served: ServedRequest | null;
   }
 }
+
+const firstHeader = (v: string | string[] | undefined): string | undefined => (Array.isArray(v) ? v[0] : v);
 
 /** Aborted when the connection closes before the answer was written (a client that gave up waiting). */
 function closedBeforeAnswer(res: FastifyReply['raw']): AbortSignal {

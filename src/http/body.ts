@@ -31,6 +31,9 @@ export function parseQuery(search: string): Record<string, string | string[]> {
   return out;
 }
 
+/** The answer to a request outside the API, which splitTarget does not take. */
+export const OUTSIDE_API = 'no handler for this route: every API path starts with /v1/';
+
 /**
  * Splits a raw request target into the decoded path below `/v1/` and the query string. WHATWG URL parsing
  * would resolve `..` and `%2e%2e` segments away, hiding them from the path check, so the path is decoded

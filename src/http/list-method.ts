@@ -4,7 +4,7 @@ import type { Core } from '../core/core.ts';
 import type { CoreResponse } from '../core/request.ts';
 import type { AccessLog } from './access-log.ts';
 import { storageUnavailable } from './admission.ts';
-import { parseQuery, splitTarget } from './body.ts';
+import { OUTSIDE_API, parseQuery, splitTarget } from './body.ts';
 import { tokenFromHeaders } from './token-header.ts';
 
 /**
@@ -42,7 +42,7 @@ export function answerListFromRawPacket(
     return true;
   }
   if (!target) {
-    fail(404, []);
+    fail(404, [OUTSIDE_API]);
     return true;
   }
   const refused = storageUnavailable(core);
@@ -51,7 +51,7 @@ export function answerListFromRawPacket(
     return true;
   }
   void core
-    .handle({ method: 'LIST', path: target.path, query: parseQuery(target.search), body: undefined, token: tokenFromHeaders(headers), remoteAddress: socket.remoteAddress ?? '', remotePort: socket.remotePort })
+    .handle({ method: 'LIST', path: target.path, query: parseQuery(target.search), body: undefined, token: tokenFromHeaders(headers), wrapTtl: headers['x-vault-wrap-ttl'], remoteAddress: socket.remoteAddress ?? '', remotePort: socket.remotePort })
     .then(send, () => fail(500, ['internal error']));
   return true;
 }

@@ -191,12 +191,16 @@ export type Source = () => Reading[] | Promise<Reading[]>;
 /**
  * A gauge (or a counter kept elsewhere) whose values are read when scraped, from any number of sources: each
  * mount adds its own and removes it when it goes. Concurrent scrapes share one reading, so a source that reads
- * storage runs once however many scrapes arrive together. A source that fails is left out of that scrape.
+ * storage runs once however many scrapes arrive together, and a scrape may take the last reading if it is recent
+ * enough (`refresh`): a caller without a token never makes the server read storage more than once per interval.
+ * A source that fails is left out of that reading.
  */
 export class Sourced extends Collector {
   readonly #sources = new Map<symbol, { fixed: LabelSet; source: Source }>();
   readonly #onError: (err: unknown, fixed: LabelSet) => void;
   #reading: Promise<Sample[]> | undefined;
+  /** The last reading and when it started (performance.now()). */
+  #last: { at: number; samples: Sample[] } | undefined;
 
   constructor(name: string, help: string, type: 'gauge' | 'counter', onError: (err: unknown, fixed: LabelSet) => void) {
     super(name, help, type);
@@ -206,11 +210,30 @@ export class Sourced extends Collector {
   add(fixed: LabelSet, source: Source): () => void {
     const key = Symbol(this.name);
     this.#sources.set(key, { fixed, source });
-    return () => this.#sources.delete(key);
+    this.#last = undefined;
+    return () => {
+      this.#sources.delete(key);
+      this.#last = undefined;
+    };
   }
 
-  protected samples(): Promise<Sample[]> {
-    return (this.#reading ??= this.#read().finally(() => (this.#reading = undefined)));
+  /** Reads again unless the last reading started at most `maxAgeMs` ago; one read runs at a time, shared. */
+  async refresh(maxAgeMs: number): Promise<void> {
+    if (this.#last && performance.now() - this.#last.at <= maxAgeMs) return;
+    if (!this.#reading) {
+      const at = performance.now();
+      this.#reading = this.#read().then((samples) => {
+        this.#last = { at, samples };
+        return samples;
+      }).finally(() => (this.#reading = undefined));
+    }
+    await this.#reading;
+  }
+
+  /** The last reading (a scrape refreshes it first, as old as its caller may be given). */
+  protected async samples(): Promise<Sample[]> {
+    if (!this.#last) await this.refresh(0);
+    return this.#last?.samples ?? [];
   }
 
   async #read(): Promise<Sample[]> {

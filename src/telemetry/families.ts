@@ -41,6 +41,11 @@ export const LDAP_DRIFT_VERIFICATIONS = counter<{ target: DriftTarget; result: '
   'strongroom_ldap_drift_verifications_total', 'Drift verification binds with the password the server holds, by kind of account and result (drifted: the directory refused the password; error: no answer, not counted as drift).', ['target', 'result']);
 export const LDAP_DRIFT_TAKEBACKS = counter<{ target: DriftTarget; result: Result }>(
   'strongroom_ldap_drift_takebacks_total', 'Drifted accounts given a new password by the server (drift_action rotate), by kind of account and result.', ['target', 'result']);
+export type DirectoryWriteTarget = DriftTarget | 'bind_account';
+/** unknown: no answer came; refused: assertionFailed; fenced: this node stopped leading; unrecorded: the record failed; grace_end: before a previous bind password is erased. */
+export type DirectoryWriteOutcome = 'unknown' | 'refused' | 'fenced' | 'unrecorded' | 'grace_end';
+export const LDAP_DIRECTORY_VERIFICATIONS = counter<{ target: DirectoryWriteTarget; outcome: DirectoryWriteOutcome; result: 'verified' | 'pending' | 'repaired' | 'repair_failed' | 'error' }>(
+  'strongroom_ldap_directory_verifications_total', 'Verification binds after a directory password write that was not recorded as applied (or before a previous bind password is erased), by kind of account, what happened to the write, and result (pending: the directory holds the unfinished change\'s password; repaired: it held neither, and the recorded password was written again through the bind account).', ['target', 'outcome', 'result']);
 export const LDAP_DYNAMIC_CREDENTIALS = gauge('strongroom_ldap_dynamic_credentials', 'Dynamic-role credentials outstanding (leases not yet revoked).');
 
 export type ProviderApi = 'graph' | 'arm_authorization' | 'arm_compute';

@@ -206,8 +206,12 @@ export class Telemetry implements CoreTelemetry {
     };
   }
 
-  /** The Prometheus text exposition, or Vault's JSON shape ({Timestamp, Gauges, Counters, Samples}). */
-  async render(format: 'prometheus' | 'json'): Promise<{ contentType: string; body: string }> {
+  /**
+   * The Prometheus text exposition, or Vault's JSON shape ({Timestamp, Gauges, Counters, Samples}). Families read
+   * from storage are read again when their last reading is older than `maxAgeMs` (docs/telemetry.md).
+   */
+  async render(format: 'prometheus' | 'json', maxAgeMs = 0): Promise<{ contentType: string; body: string }> {
+    await Promise.all([...this.#families.values()].map((f) => (f instanceof Sourced ? f.refresh(maxAgeMs) : undefined)));
     if (format === 'prometheus') {
       const [own, process] = await Promise.all([this.#registry.metrics(), processMetrics().metrics()]);
       return { contentType: this.#registry.contentType, body: `${own}\n${process}` };

@@ -67,7 +67,7 @@ describe('mounts: a cloud/ engine', () => {
 
     // Applying it again writes nothing: no second principal, the config's secret not sent again.
     const again = await applyBootstrap(server.core, load({ mounts: [cloudMount('ci-cloud')] }));
-    expect(again).toMatchObject({ created: [], changed: [], removed: [] });
+    expect(again).toMatchObject({ created: [], changed: [], removed: [], skipped: [], disabled: [] });
   });
 });
 

@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -9,7 +8,7 @@ import { stringify } from 'yaml';
 import { applyBootstrap, BootstrapApplyError } from '../../src/bootstrap/apply.ts';
 import { parseBootstrap } from '../../src/bootstrap/load.ts';
 import { canBind, createIsolatedOu, type IsolatedOu } from '../support/slapd.ts';
-import { startNode, type NodeProcess } from '../support/node-process.ts';
+import { runToExit, signalAndWait, startNode, type NodeProcess } from '../support/node-process.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 
 const facts = inject('slapd');
@@ -69,17 +68,8 @@ async function bootNode(file: string, secrets: { token: string }, env: Record<st
 /** The reports logged so far. */
 const reports = (n: NodeProcess) => n.logs.filter((l) => l.msg === 'bootstrap applied') as unknown as Array<{ counts: Record<string, number>; created: string[]; changed: string[]; unchanged: string[]; removed: string[] }>;
 
-/** Sends SIGHUP and waits (bounded) for one more log line with `msg`. */
-async function hangUp(n: NodeProcess, msg: string): Promise<Record<string, any>> {
-  const before = n.logs.filter((l) => l.msg === msg).length;
-  n.proc.kill('SIGHUP');
-  for (let i = 0; i < 300; i++) {
-    const lines = n.logs.filter((l) => l.msg === msg);
-    if (lines.length > before) return lines.at(-1)!;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  throw new Error(`no "${msg}" after SIGHUP`);
-}
+/** Sends SIGUSR2 (re-apply the file) and waits for one more log line with `msg`. */
+const reapply = (n: NodeProcess, msg: string) => signalAndWait(n, 'SIGUSR2', msg);
 
 const staticCred = async (n: NodeProcess) => (await n.request('GET', 'ldap/static-cred/app')).body.data;
 
@@ -108,20 +98,20 @@ describe('STRONGROOM_BOOTSTRAP at start', () => {
     for (const secret of [token, ou.engine.password, cred.password, dyn.body.data.password]) expect(logs).not.toContain(secret);
   });
 
-  it('"applying it twice changes nothing": SIGHUP with the same file reports every object unchanged and rotates nothing', async () => {
+  it('"applying it twice changes nothing": SIGUSR2 with the same file reports every object unchanged and rotates nothing', async () => {
     const n = await bootNode(writeSpec(spec(ou)), { token: randomBytes(12).toString('hex') });
     const before = await staticCred(n);
-    const report = await hangUp(n, 'bootstrap applied');
-    expect(report.counts).toEqual({ created: 0, changed: 0, unchanged: 7, removed: 0 });
+    const report = await reapply(n, 'bootstrap applied');
+    expect(report.counts).toEqual({ created: 0, changed: 0, unchanged: 7, removed: 0, skipped: 0, disabled: 0 });
     expect(await staticCred(n)).toMatchObject({ password: before.password, last_service_rotation: before.last_service_rotation });
   });
 
-  it('"a changed file applied by SIGHUP updates only what changed"', async () => {
+  it('"a changed file applied by SIGUSR2 updates only what changed"', async () => {
     const file = writeSpec(spec(ou));
     const n = await bootNode(file, { token: randomBytes(12).toString('hex') });
     const before = await staticCred(n);
     writeSpec(spec(ou, { rotationPeriod: '48h', policyCaps: '"read", "list"' }));
-    const report = await hangUp(n, 'bootstrap applied');
+    const report = await reapply(n, 'bootstrap applied');
     expect(report.changed.sort()).toEqual(['ldap/static-role/app', 'sys/policies/acl/ci']);
     expect(report.counts).toMatchObject({ created: 0, changed: 2, removed: 0 });
     expect((await n.request('GET', 'ldap/static-role/app')).body.data.rotation_period).toBe(172800);
@@ -130,13 +120,13 @@ describe('STRONGROOM_BOOTSTRAP at start', () => {
     expect((await staticCred(n)).password).toBe(before.password);
   });
 
-  it('"on SIGHUP an invalid file is logged and nothing changes" (a misspelt field, a missing variable, a bad duration): the server keeps serving', async () => {
+  it('"on SIGUSR2 an invalid file is logged and nothing changes" (a misspelt field, a missing variable, a bad duration): the server keeps serving', async () => {
     const n = await bootNode(writeSpec(spec(ou)), { token: randomBytes(12).toString('hex') });
     const broken = spec(ou, { rotationPeriod: 'soon' }) as Record<string, any>;
     broken.mounts[0].config.bindpass = '${NOT_SET_ANYWHERE}';
     broken.mounts[0].config.bindpas = 'a typo';
     writeSpec(broken);
-    const logged = await hangUp(n, 'bootstrap file is invalid: nothing was changed');
+    const logged = await reapply(n, 'bootstrap file is invalid: nothing was changed');
     expect(logged.errors).toEqual([
       expect.stringMatching(/:\d+: mounts\[0\]\.config\.bindpass: \$\{NOT_SET_ANYWHERE\}: the environment variable NOT_SET_ANYWHERE is not set$/),
       expect.stringMatching(/:\d+: mounts\[0\]\.config\.bindpas: unknown field "bindpas" for ldap\/config; did you mean "bindpass"\?$/),
@@ -147,17 +137,6 @@ describe('STRONGROOM_BOOTSTRAP at start', () => {
   });
 });
 
-/** Runs `args` with node to its exit: the code and what it printed on stderr. */
-function run(args: string[], env: Record<string, string>): Promise<{ code: number | null; stderr: string; stdout: string }> {
-  return new Promise((resolve) => {
-    const p = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stderr = '';
-    let stdout = '';
-    p.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-    p.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
-    p.once('exit', (code) => resolve({ code, stderr, stdout }));
-  });
-}
 
 const INVALID = [
   'mounts:',
@@ -174,7 +153,7 @@ const INVALID = [
 describe('an invalid file at start', () => {
   it('"exits with code 2 and the list of errors", each with its path and line, before the store is opened', async () => {
     const storeDir = join(dir, 'data');
-    const r = await run([MAIN], { STRONGROOM_BOOTSTRAP: writeSpec(INVALID), STRONGROOM_DEV: '0', STRONGROOM_STORAGE: `sqlite:${join(storeDir, 'db')}`, STRONGROOM_ADDR: '127.0.0.1:0' });
+    const r = await runToExit([MAIN], { STRONGROOM_BOOTSTRAP: writeSpec(INVALID), STRONGROOM_DEV: '0', STRONGROOM_STORAGE: `sqlite:${join(storeDir, 'db')}`, STRONGROOM_ADDR: '127.0.0.1:0' });
     expect(r.code).toBe(2);
     const lines = r.stderr.trim().split('\n').slice(1).map((l) => l.trim().replace(/^.*?strongroom\.yaml:/, ''));
     expect(lines).toEqual([
@@ -190,15 +169,15 @@ describe('an invalid file at start', () => {
 
   it('"npm run bootstrap -- --check" validates offline: 0 for a valid file, 2 with the same list for an invalid one', async () => {
     writeFileSync(join(dir, 'bindpass'), 'x');
-    const valid = await run([CLI, '--check', writeSpec(spec(ou), 'ok.yaml')], { CI_TOKEN: 'x', STRONGROOM_DEV: '1' });
+    const valid = await runToExit([CLI, '--check', writeSpec(spec(ou), 'ok.yaml')], { CI_TOKEN: 'x', STRONGROOM_DEV: '1' });
     expect(valid.code, valid.stderr).toBe(0);
     expect(valid.stdout).toContain('valid (1 mounts, 0 auth methods, 1 policies, 0 audit devices, 1 configs, 3 roles, 1 tokens)');
-    const invalid = await run([CLI, '--check', writeSpec(INVALID)], { STRONGROOM_DEV: '0' });
+    const invalid = await runToExit([CLI, '--check', writeSpec(INVALID)], { STRONGROOM_DEV: '0' });
     expect(invalid.code).toBe(2);
     expect(invalid.stderr.trim().split('\n')).toHaveLength(6);
     expect(invalid.stderr).toContain('strongroom.yaml:6: mounts[0].config.bindpas: unknown field "bindpas" for ldap/config; did you mean "bindpass"?');
     // Without the token's variable the same file names what is missing.
-    const missing = await run([CLI, '--check', join(dir, 'ok.yaml')], { STRONGROOM_DEV: '1' });
+    const missing = await runToExit([CLI, '--check', join(dir, 'ok.yaml')], { STRONGROOM_DEV: '1' });
     expect(missing.code).toBe(2);
     expect(missing.stderr).toMatch(/ok\.yaml:\d+: tokens\[0\]\.id: \$\{CI_TOKEN\}: the environment variable CI_TOKEN is not set/);
   });
@@ -210,7 +189,7 @@ describe('tokens with fixed ids at start', () => {
 
   it('"fixed ids: dev mode only": outside it the server exits with code 2 and the error listed, before the store is opened', async () => {
     const token = randomBytes(12).toString('hex');
-    const r = await run([MAIN], { STRONGROOM_BOOTSTRAP: tokenFile(), CI_TOKEN: token, STRONGROOM_ADDR: '127.0.0.1:0', ...outsideDev() });
+    const r = await runToExit([MAIN], { STRONGROOM_BOOTSTRAP: tokenFile(), CI_TOKEN: token, STRONGROOM_ADDR: '127.0.0.1:0', ...outsideDev() });
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/strongroom\.yaml:\d+: tokens\[0\]\.id: tokens with fixed ids are declared only in dev mode or with STRONGROOM_BOOTSTRAP_ALLOW_TOKEN_IDS=true\n/);
     expect(r.stderr + r.stdout).not.toContain(token);

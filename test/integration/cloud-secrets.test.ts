@@ -184,9 +184,9 @@ describe('creds/:name (dynamic)', () => {
     expect(assignments).toEqual([]);
   });
 
-  it('an unknown role is a 400', async () => {
+  it('an unknown role is a 404 (Vault answers 400: docs/decisions.md)', async () => {
     const res = await server.request('GET', 'cloud/creds/nope');
-    expect(res.status).toBe(400);
+    expect(res.status).toBe(404);
     expect(res.body.errors[0]).toBe("role 'nope' does not exist");
   });
 });

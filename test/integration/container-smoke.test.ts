@@ -6,7 +6,7 @@ import { basename, join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { Client } from 'ldapts';
 import { parse } from 'yaml';
-import { copies, execForm, healthcheck, instructions, only, readDockerfile, type Stage } from '../support/dockerfile.ts';
+import { copies, execForm, healthcheck, instructions, keyValuePairs, only, readDockerfile, type Stage } from '../support/dockerfile.ts';
 import { freePort } from '../support/ports.ts';
 import { canBind } from '../support/slapd.ts';
 
@@ -29,15 +29,6 @@ const packageJson = JSON.parse(readFileSync('package.json', 'utf8')) as { licens
 const isolated = process.getuid?.() === 0 && ['unshare', 'setpriv'].every((c) => existsSync(`/usr/bin/${c}`));
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** `KEY=value KEY2="value 2"` of ENV or LABEL instructions. */
-function pairs(stage: Stage, keyword: string): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const args of instructions(stage, keyword)) {
-    for (const m of args.matchAll(/([\w.-]+)=("(?:[^"\\]|\\.)*"|\S+)/g)) out[m[1]] = m[2].startsWith('"') ? JSON.parse(m[2]) : m[2];
-  }
-  return out;
-}
 
 /** Compose's `${NAME:-default}` with nothing set: the demo setup exactly as `docker compose up` runs it. */
 const interpolate = (value: string) => value.replace(/\$\{\w+:-([^}]*)\}/g, '$1');
@@ -142,7 +133,7 @@ afterAll(() => {
 
 /** The image's environment (ENV), with its /data volume and port moved to this test's. */
 function imageEnv(data: string, port: number): Record<string, string> {
-  const env = pairs(image, 'ENV');
+  const env = keyValuePairs(image, 'ENV');
   return {
     ...env,
     PATH: process.env.PATH!,
@@ -160,7 +151,7 @@ describe('the Strongroom image (Dockerfile)', () => {
   });
 
   it('"its labels are the OCI annotations, with the version from a build argument"', () => {
-    const labels = pairs(image, 'LABEL');
+    const labels = keyValuePairs(image, 'LABEL');
     for (const key of ['title', 'description', 'source', 'licenses', 'version']) expect(labels[`org.opencontainers.image.${key}`], key).toBeTruthy();
     expect(labels['org.opencontainers.image.licenses']).toBe(packageJson.license);
     expect(labels['org.opencontainers.image.version']).toBe('${VERSION}');
@@ -170,7 +161,7 @@ describe('the Strongroom image (Dockerfile)', () => {
   it('"the data and audit paths are its volumes, and its storage is on the data volume"', () => {
     const volumes = execForm(only(image, 'VOLUME'));
     expect(volumes).toEqual(['/data', '/var/log/strongroom']);
-    expect(pairs(image, 'ENV').STRONGROOM_STORAGE).toMatch(/^sqlite:\/data\//);
+    expect(keyValuePairs(image, 'ENV').STRONGROOM_STORAGE).toMatch(/^sqlite:\/data\//);
   });
 
   it('"the build context holds only what the COPY lines take" (.dockerignore is an allow-list)', () => {

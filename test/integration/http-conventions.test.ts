@@ -31,11 +31,11 @@ describe('the response envelope', () => {
     expect(r.headers['cache-control']).toBe('no-store');
   });
 
-  it('"a write with no response body is 204; a read of a missing object is 404 with empty errors"', async () => {
+  it('"a write with no response body is 204; a read of a missing object is 404 with a message" (Vault\'s errors are empty: docs/decisions.md)', async () => {
     expect((await s.request('DELETE', 'kv/data/a')).status).toBe(204);
     const r = await s.request('GET', 'kv/data/a');
     expect(r.status).toBe(404);
-    expect(r.body).toEqual({ errors: [] });
+    expect(r.body).toEqual({ errors: ['no value found at "kv/data/a"'] });
   });
 
   it('"unknown fields are ignored with a warning, and a 204 becomes 200 to carry it"', async () => {

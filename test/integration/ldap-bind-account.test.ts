@@ -4,10 +4,15 @@
  * account a role or set already manages. Every refusal is proven against slapd: the bind password still
  * binds afterwards.
  */
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, inject, it } from 'vitest';
 import { canBind, createIsolatedOu, readEntry, type IsolatedOu } from '../support/slapd.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
-import { configure, cred, ok, ouConfig } from '../support/ldap-engine.ts';
+import { configure, cred, mountStorage, ok, ouConfig } from '../support/ldap-engine.ts';
+import { startNode, type NodeProcess } from '../support/node-process.ts';
 
 const facts = inject('slapd');
 
@@ -81,7 +86,8 @@ describe('POST ldap/rotate-role/:name', () => {
     const r = await s.request('POST', 'ldap/rotate-role/early');
     expect(r.status, JSON.stringify(r.body)).toBe(400);
     expect(r.body.errors[0]).toContain(`dn: "${ou.engine.dn}" ${BINDS_AS}`);
-    expect((await cred(s, 'early')).password).toBe('');
+    // Its static-cred is refused like any role on the bind account (the directory names the entry).
+    expect((await s.request('GET', 'ldap/static-cred/early')).status).toBe(403);
     await bindPasswordUntouched();
     // The refusal is recorded on the role, like any failed rotation.
     expect((await s.request('GET', 'ldap/static-role/early')).body.data.last_rotation_error.message).toContain(BINDS_AS);
@@ -213,5 +219,68 @@ describe('POST ldap/config', () => {
     await configure(s, facts, ou);
     await ok(s, 'POST', 'ldap/config', { request_timeout: 7, binddn: ou.engine.dn });
     expect((await s.request('GET', 'ldap/config')).body.data.request_timeout).toBe(7);
+  });
+});
+
+/**
+ * Roles an earlier version let manage the bind account (audit 2026-11-28, item f): written straight into storage as
+ * that version stored them, since no API call can make one now.
+ */
+describe('GET ldap/static-cred/:name of a role on the bind account', () => {
+  const legacyRole = (name: string, fields: Record<string, unknown>) => ({
+    name, password: ou.engine.password, last_password: '', last_rotation: Date.now() - 60_000, next_rotation: Date.now() + 3_600_000, rotation_period: 3600, ...fields,
+  });
+  const LEGACY: Array<[string, () => Record<string, unknown>]> = [
+    ['by DN as configured', () => ({ username: 'engine', dn: ou.engine.dn })],
+    ['by DN in another spelling', () => ({ username: 'x', dn: `CN = Engine , ${ou.dn.toUpperCase()}` })],
+    ['by resolved DN', () => ({ username: 'engine', resolved_dn: ou.engine.dn.toUpperCase() })],
+    ['by username alone (no DN stored: the directory is asked)', () => ({ username: 'ENGINE' })],
+  ];
+
+  it.each(LEGACY)('"is refused with a 403 that holds no password": %s', async (_label, fields) => {
+    await configure(s, facts, ou);
+    await mountStorage(s).putJson('static-role/legacy', legacyRole('legacy', fields()));
+    const r = await s.request('GET', 'ldap/static-cred/legacy');
+    expect(r.status, JSON.stringify(r.body)).toBe(403);
+    expect(r.body.errors[0]).toMatch(/manages the account the secrets engine binds as/);
+    expect(JSON.stringify(r.body)).not.toContain(ou.engine.password);
+    await bindPasswordUntouched();
+  });
+
+  it('"a role on another account is still served"', async () => {
+    await configure(s, facts, ou);
+    const user = ou.users[0]!;
+    await mountStorage(s).putJson('static-role/other', legacyRole('other', { username: user.name, dn: user.dn, password: user.password }));
+    expect((await cred(s, 'other')).password).toBe(user.password);
+  });
+
+  it('"LIST rotation-failures flags it as bind-account, with no secret"', async () => {
+    await configure(s, facts, ou);
+    await mountStorage(s).putJson('static-role/legacy', legacyRole('legacy', { username: 'engine', dn: ou.engine.dn.toUpperCase() }));
+    const r = await s.request('LIST', 'ldap/rotation-failures');
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    expect(r.body.data.keys).toEqual(['legacy']);
+    expect(r.body.data.key_info.legacy).toMatchObject({ kind: 'bind-account', last_error: expect.stringMatching(/binds as/) });
+    expect(JSON.stringify(r.body)).not.toContain(ou.engine.password);
+  });
+
+  it('"a start reports each such role in a warning naming the mount and the role, with no secret"', async () => {
+    const unsealKey = randomBytes(32).toString('base64');
+    const dataDir = mkdtempSync(join(tmpdir(), 'strongroom-legacy-'));
+    const first = await startTestServer({ storage: 'sqlite', unsealKey, dataDir });
+    let node: NodeProcess | undefined;
+    try {
+      await configure(first, facts, ou);
+      await mountStorage(first).putJson('static-role/legacy', legacyRole('legacy', { username: 'engine', dn: ou.engine.dn }));
+      await first.close();
+      node = await startNode(`sqlite:${join(dataDir, 'strongroom.db')}`, unsealKey);
+      const warnings = node.logs.filter((l) => l.role === 'legacy');
+      expect(warnings).toEqual([expect.objectContaining({ mount: 'ldap/', msg: expect.stringMatching(/binds as/) })]);
+      expect(JSON.stringify(node.logs)).not.toContain(ou.engine.password);
+      expect((await node.request('GET', 'ldap/static-cred/legacy')).status).toBe(403);
+    } finally {
+      await node?.stop();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
   });
 });

@@ -166,9 +166,9 @@ describe('static role lifecycle', () => {
     expect(await binds(user(0).dn, (await cred(s, 'app')).password)).toBe(true);
   });
 
-  it('unknown roles: static-cred 400, rotate-role 400, read 404, delete 204', async () => {
+  it('unknown roles: static-cred 404 (Vault answers 400: docs/decisions.md), rotate-role 400, read 404, delete 204', async () => {
     let r = await s.request('GET', 'ldap/static-cred/ghost');
-    expect(r.status).toBe(400);
+    expect(r.status).toBe(404);
     expect(r.body.errors).toEqual(['unknown role: ghost']);
     r = await s.request('POST', 'ldap/rotate-role/ghost');
     expect(r.status).toBe(400);

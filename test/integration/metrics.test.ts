@@ -1,5 +1,7 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, inject, it, vi } from 'vitest';
 import { FakeClock } from '../../src/core/clock.ts';
+import { MemoryStorage } from '../../src/core/storage/memory.ts';
+import { CountingStorage } from '../support/counting-storage.ts';
 import { startFullServer } from '../support/full-server.ts';
 import { configure, ok } from '../support/ldap-engine.ts';
 import { parseScrape, type Scrape } from '../support/prometheus.ts';
@@ -60,6 +62,31 @@ describe('sys/metrics', () => {
   it('"an unknown format is a 400"', async () => {
     const s = await server();
     expect((await s.request('GET', 'sys/metrics?format=statsd')).status).toBe(400);
+  });
+});
+
+describe('sys/metrics without a token (cheap for strangers)', () => {
+  // Each row: how many leases the store holds; an unauthenticated scrape's storage work must not depend on it.
+  it.each([[20], [400]])('"no unauthenticated request does work that grows with stored data": with %i leases, 20 scrapes without a token read storage at most once per interval', async (leases) => {
+    const counted = new CountingStorage(new MemoryStorage());
+    const s = await server({ storageInstance: counted, env: { STRONGROOM_UNAUTHENTICATED_METRICS: 'true' } });
+    await ok(s, 'POST', 'sys/mounts/dir', { type: 'ldap' });
+    for (let i = 0; i < leases; i++) await s.request('POST', 'auth/token/create', { body: { ttl: '1h' } });
+    const first = await scrape(s, null);
+    expect(first.value('vault_expire_num_leases')).toBe(leases);
+    counted.reset();
+    for (let i = 0; i < 20; i++) expect((await scrape(s, null)).value('vault_expire_num_leases')).toBe(leases);
+    expect(counted.reads).toBe(0);
+  });
+
+  it('"cached for the scrape interval" applies to strangers only: a token\'s scrape reads afresh, and a stranger then sees that reading', async () => {
+    const s = await server({ storageInstance: new CountingStorage(new MemoryStorage()), env: { STRONGROOM_UNAUTHENTICATED_METRICS: 'true' } });
+    expect((await scrape(s, null)).value('vault_expire_num_leases')).toBe(0);
+    await s.request('POST', 'auth/token/create', { body: { ttl: '1h' } });
+    // Within the interval a stranger gets the last reading, not a new count.
+    expect((await scrape(s, null)).value('vault_expire_num_leases')).toBe(0);
+    expect((await scrape(s)).value('vault_expire_num_leases')).toBe(1);
+    expect((await scrape(s, null)).value('vault_expire_num_leases')).toBe(1);
   });
 });
 

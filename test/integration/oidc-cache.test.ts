@@ -1,6 +1,10 @@
 // How long a verifier may cache the plugin identity issuer's discovery document and keys.
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { randomBytes } from 'node:crypto';
+import { afterEach, beforeEach, describe, expect, inject, it } from 'vitest';
 import { FakeClock } from '../../src/core/clock.ts';
+import { MemoryStorage } from '../../src/core/storage/memory.ts';
+import { CountingStorage } from '../support/counting-storage.ts';
+import { createDatabase } from '../support/postgres.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 
 const DISCOVERY = 'identity/oidc/plugins/.well-known/openid-configuration';
@@ -60,6 +64,88 @@ describe('the identity mount\'s other answers', () => {
       const r = await s.request(method, path);
       expect(r.status, path).toBe(status);
       expect(r.headers['cache-control'], path).toBe('no-store');
+    }
+  });
+});
+
+describe('the documents served from the server\'s cache (cheap for strangers)', () => {
+  let counted: CountingStorage;
+  let c: TestServer;
+  beforeEach(async () => {
+    counted = new CountingStorage(new MemoryStorage());
+    c = await startTestServer({ clock, storageInstance: counted });
+  });
+  afterEach(() => c.close());
+
+  const get = async (path: string) => {
+    const r = await c.request('GET', path, { token: null });
+    expect(r.status, path).toBe(200);
+    return r.body;
+  };
+  const kids = async () => ((await get(KEYS)).keys as Array<{ kid: string }>).map((k) => k.kid).sort();
+
+  it('"the OIDC discovery and keys documents are cached until the next key change": unauthenticated GETs read no storage once built', async () => {
+    for (const name of ['a', 'b', 'c']) expect((await c.request('POST', `identity/oidc/key/${name}`)).status).toBe(204);
+    const first = await kids();
+    expect(first).toHaveLength(6);
+    await get(DISCOVERY);
+    counted.reset();
+    for (let i = 0; i < 20; i++) {
+      expect(await kids()).toEqual(first);
+      await get(DISCOVERY);
+    }
+    expect(counted.reads).toBe(0);
+  });
+
+  it('"refreshed after a key rotation": by hand, by a new key, by a deleted key, by an issuer change, and by the clock reaching the next rotation', async () => {
+    expect((await c.request('POST', 'identity/oidc/key/a', { body: { rotation_period: '1h', verification_ttl: '1h' } })).status).toBe(204);
+    const before = await kids();
+    expect((await c.request('POST', 'identity/oidc/key/a/rotate')).status).toBe(204);
+    const rotated = await kids();
+    // The retired signing key stays published; a new next key appears.
+    expect(rotated).toHaveLength(3);
+    expect(rotated.filter((k) => !before.includes(k))).toHaveLength(1);
+
+    expect((await c.request('POST', 'identity/oidc/key/b')).status).toBe(204);
+    expect(await kids()).toHaveLength(5);
+    expect((await c.request('DELETE', 'identity/oidc/key/b')).status).toBe(204);
+    expect(await kids()).toEqual(rotated);
+
+    expect((await c.request('POST', 'identity/oidc/config', { body: { issuer: 'https://issuer.example:8200' } })).status).toBe(204);
+    expect((await get(DISCOVERY)).issuer).toBe('https://issuer.example:8200/v1/identity/oidc/plugins');
+
+    // The scheduled rotation comes with time, not with a write: the cache holds until that instant only.
+    await clock.advance(3600_000);
+    const later = await kids();
+    expect(later.filter((k) => !rotated.includes(k))).toHaveLength(1);
+  });
+});
+
+describe('the cached documents on a cluster', () => {
+  it('"refreshed after a key rotation" made on another node: within the coherence bound (docs/ha.md), not at the next scheduled rotation', async () => {
+    const db = await createDatabase(inject('postgres'));
+    const unsealKey = randomBytes(32).toString('base64');
+    const timings = { leaseTtlMs: 1500, renewMs: 200, pollMs: 100, heartbeatMs: 300, deadAfterMs: 2000 };
+    const a = await startTestServer({ postgresUrl: db.url, unsealKey, cluster: timings });
+    const b = await startTestServer({ postgresUrl: db.url, unsealKey, cluster: timings });
+    try {
+      expect((await a.request('POST', 'identity/oidc/key/shared')).status).toBe(204);
+      const kids = async (s: TestServer) => ((await s.request('GET', KEYS, { token: null })).body.keys as Array<{ kid: string }>).map((k) => k.kid).sort();
+      const before = await kids(a);
+      expect(before).toHaveLength(2);
+      expect((await b.request('POST', 'identity/oidc/key/shared/rotate')).status).toBe(204);
+      const after = await kids(b);
+      expect(after).toHaveLength(3);
+      let seen: string[] = before;
+      for (let i = 0; i < 100 && seen.length !== 3; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        seen = await kids(a);
+      }
+      expect(seen).toEqual(after);
+    } finally {
+      await a.close();
+      await b.close();
+      await db.drop();
     }
   });
 });

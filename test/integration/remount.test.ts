@@ -204,7 +204,7 @@ describe('sys/remount', () => {
     expect((await s.request('DELETE', 'sys/mounts/held')).status).toBe(409);
     open();
     expect((await disabling).status).toBe(204);
-    expect((await s.request('GET', 'sys/mounts/moved')).status).toBe(400);
+    expect((await s.request('GET', 'sys/mounts/moved')).status).toBe(404);
   });
 
   it('"is root-protected: update on sys/remount without sudo is 403"', async () => {

@@ -46,12 +46,14 @@ describe('auth/token/roles/:name', () => {
     expect((await s.request('GET', 'auth/token/roles/ops-role')).status).toBe(404);
   });
 
-  it('"a partial update keeps what it does not send; the legacy period, explicit_max_ttl and bound_cidrs set the token_ fields"', async () => {
+  it('"a partial update keeps what it does not send; the legacy period, explicit_max_ttl and bound_cidrs set the token_ fields; both names with different values are a 400"', async () => {
     await writeRole('partial', { allowed_policies: ['app'], orphan: true });
     expect((await writeRole('partial', { period: '30m', explicit_max_ttl: '2h', bound_cidrs: '10.0.0.0/8' })).status).toBe(204);
     expect(await readRole('partial')).toMatchObject({ allowed_policies: ['app'], orphan: true, token_period: 1800, token_explicit_max_ttl: 7200, token_bound_cidrs: ['10.0.0.0/8'] });
-    await writeRole('partial', { token_period: '10m', period: '20m' });
-    expect((await readRole('partial')).token_period).toBe(600);
+    const both = await writeRole('partial', { token_period: '10m', period: '20m' });
+    expect(both.status).toBe(400);
+    expect(both.body.errors[0]).toMatch(/"period" and "token_period" name one field/);
+    expect((await readRole('partial')).token_period).toBe(1800);
   });
 
   it('"root or response-wrapping in allowed_policies or allowed_policies_glob (any case or spacing, list or comma form) is a 400 naming the field; nothing is stored"', async () => {
@@ -179,6 +181,23 @@ describe('auth/token/create/:role', () => {
     const r = await createWith('aliased', { entity_alias: 'intruder' });
     expect(r.status).toBe(400);
     expect(r.body.errors).toEqual(["invalid value for field \"entity_alias\": the role's allowed_entity_aliases do not allow it"]);
+  });
+
+  it.each([
+    ['allowed_policies, nothing requested', { allowed_policies: 'app', token_no_default_policy: true }, {}, ['app']],
+    ['allowed_policies, the request not asking for it', { allowed_policies: 'app', token_no_default_policy: true }, { no_default_policy: false }, ['app']],
+    ['disallowed_policies only', { disallowed_policies: 'audit', token_no_default_policy: true }, { policies: 'app' }, ['app']],
+    ['allowed_policies_glob', { allowed_policies_glob: 'dev-*', token_no_default_policy: true }, { policies: 'dev-a' }, ['dev-a']],
+    ['no policy lists (the ordinary rules)', { token_no_default_policy: true }, { policies: 'app' }, ['app']],
+    ['disallowed_policies_glob matching default', { allowed_policies: 'app', disallowed_policies_glob: 'def*' }, {}, ['app']],
+    ['the flag off: default is added', { allowed_policies: 'app', token_no_default_policy: false }, {}, ['app', 'default']],
+  ])('"a role\'s token_no_default_policy (or a disallowed glob matching default) keeps default off its tokens": %s', async (_label, role, body, policies) => {
+    const name = `nodefault-${Object.keys(role).join('-').replace(/_/g, '')}-${policies.length}-${JSON.stringify(body).length}`;
+    expect((await writeRole(name, role)).status).toBe(204);
+    const r = await createWith(name, body);
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    expect(r.body.auth.policies).toEqual(policies);
+    expect((await s.request('POST', 'auth/token/lookup', { body: { token: r.body.auth.client_token } })).body.data.policies).toEqual(policies);
   });
 
   it('"an unknown role is a 400 naming role_name"', async () => {

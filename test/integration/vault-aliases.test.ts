@@ -39,10 +39,18 @@ describe('auth/cloud/role/:name', () => {
     expect(await read(`alone-${alias}`)).toMatchObject({ [twin]: stored, [alias]: stored });
   });
 
-  it.each(TOKEN_ALIASES)('"the token_* value wins when both are sent": %s beside %s', async (alias, value, twin, _stored, other) => {
-    await write(`both-${alias}`, { [alias]: value, [twin]: other });
-    const data = await read(`both-${alias}`);
-    expect(data[twin]).toEqual(other);
+  it.each(TOKEN_ALIASES)('"both names of one field with different values are a 400 naming both": %s beside %s', async (alias, value, twin, _stored, other) => {
+    const res = await req('POST', `auth/cloud/role/both-${alias}`, { ...bound(), [alias]: value, [twin]: other });
+    expect(res.status, JSON.stringify(res.body)).toBe(400);
+    expect(res.body.errors[0]).toContain(`"${alias}"`);
+    expect(res.body.errors[0]).toContain(`"${twin}"`);
+    expect((await req('GET', `auth/cloud/role/both-${alias}`)).status).toBe(404);
+  });
+
+  it.each(TOKEN_ALIASES)('"both names of one field with the same value are one write under the token_* name": %s beside %s', async (alias, value, twin, stored) => {
+    await write(`same-${alias}`, { [alias]: value, [twin]: stored });
+    const data = await read(`same-${alias}`);
+    expect(data[twin]).toEqual(stored);
     expect(data).not.toHaveProperty(alias);
   });
 
@@ -109,14 +117,22 @@ describe('cloud/roles/:name', () => {
   });
 
   it.each([
-    ['cloud_roles', 'azure_roles', () => full.readerRoles()],
-    ['cloud_groups', 'azure_groups', groups],
-  ])('"both spellings of one field are a 400 naming both": %s and %s', async (spec, vault, value) => {
-    const res = await req('POST', 'cloud/roles/twice', { cloud_roles: full.readerRoles(), [spec]: value(), [vault]: value() });
+    ['cloud_roles', 'azure_roles', () => full.readerRoles(), () => JSON.stringify([{ role_name: 'Owner', scope: `/subscriptions/${full.world.tenant.subscriptionId}` }])],
+    ['cloud_groups', 'azure_groups', groups, () => JSON.stringify([{ group_name: 'writers' }])],
+  ])('"both spellings of one field with different values are a 400 naming both": %s and %s', async (spec, vault, value, other) => {
+    const res = await req('POST', 'cloud/roles/twice', { cloud_roles: full.readerRoles(), [spec]: value(), [vault]: other() });
     expect(res.status, JSON.stringify(res.body)).toBe(400);
     expect(res.body.errors[0]).toContain(`"${spec}"`);
     expect(res.body.errors[0]).toContain(`"${vault}"`);
     expect((await req('GET', 'cloud/roles/twice')).status).toBe(404);
+  });
+
+  it('"both spellings of one field with the same value are one write"', async () => {
+    const res = await req('POST', 'cloud/roles/same', { cloud_roles: full.readerRoles(), azure_roles: full.readerRoles(), cloud_groups: groups(), azure_groups: groups() });
+    expect(res.status, JSON.stringify(res.body)).toBe(204);
+    const data = (await req('GET', 'cloud/roles/same')).body.data;
+    expect(data.cloud_roles).toEqual([expect.objectContaining({ role_name: 'Reader' })]);
+    expect(data.cloud_groups).toEqual([expect.objectContaining({ group_name: 'readers' })]);
   });
 
   it('"a missing required field is named by every accepted spelling"', async () => {

@@ -45,6 +45,15 @@ export function instructions(stage: Stage, keyword: string): string[] {
   return stage.instructions.filter((i) => i.keyword === keyword).map((i) => i.args);
 }
 
+/** `KEY=value KEY2="value 2"` of ENV or LABEL instructions. */
+export function keyValuePairs(stage: Stage, keyword: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const args of instructions(stage, keyword)) {
+    for (const m of args.matchAll(/([\w.-]+)=("(?:[^"\\]|\\.)*"|\S+)/g)) out[m[1]] = m[2].startsWith('"') ? JSON.parse(m[2]) : m[2];
+  }
+  return out;
+}
+
 /** The one instruction of its kind in the stage (CMD, HEALTHCHECK, USER, STOPSIGNAL...). */
 export function only(stage: Stage, keyword: string): string {
   const found = instructions(stage, keyword);

@@ -89,3 +89,27 @@ export async function spawnNode(storage: string, unsealKey: string, env: Record<
   };
   return { node, exited: { stderr: () => stderr } };
 }
+
+/** Sends `signal` and waits (bounded: 15 s) for one more log line with `msg`, which it returns. */
+export async function signalAndWait(n: NodeProcess, signal: NodeJS.Signals, msg: string): Promise<Record<string, any>> {
+  const before = n.logs.filter((l) => l.msg === msg).length;
+  n.proc.kill(signal);
+  for (let i = 0; i < 300; i++) {
+    const lines = n.logs.filter((l) => l.msg === msg);
+    if (lines.length > before) return lines.at(-1)!;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error(`no "${msg}" after ${signal}`);
+}
+
+/** Runs `args` with node to its exit (a process that should refuse to start, a CLI): its code and what it printed. */
+export function runToExit(args: string[], env: Record<string, string>): Promise<{ code: number | null; stderr: string; stdout: string }> {
+  return new Promise((resolve) => {
+    const p = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stderr = '';
+    let stdout = '';
+    p.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
+    p.stdout!.on('data', (c: Buffer) => (stdout += c.toString()));
+    p.once('exit', (code) => resolve({ code, stderr, stdout }));
+  });
+}

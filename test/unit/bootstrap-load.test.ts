@@ -8,7 +8,7 @@ import { BOOTSTRAP_LIMITS } from '../../src/bootstrap/schema.ts';
 
 const SECRET = 's3cr3t-value-never-shown';
 const source: ReferenceSource = {
-  env: { PASS: SECRET, NESTED: '${PASS}' },
+  env: { PASS: SECRET, NESTED: '${PASS}', POLICY: 'root', ZERO: '0' },
   readFile: (path) => {
     if (path === '/run/secrets/pass') return Buffer.from(`${SECRET}\n`);
     throw Object.assign(new Error('x'), { code: 'ENOENT' });
@@ -83,6 +83,28 @@ describe('the file\'s schema', () => {
     expect(errors(many)).toEqual([`f.yaml:1: ${BOOTSTRAP_LIMITS.objects + 1} objects, more than the maximum of ${BOOTSTRAP_LIMITS.objects}`]);
     const bomb = ['a: &a [x, x, x, x, x, x, x, x, x]', ...Array.from({ length: 8 }, (_, i) => `${'bcdefghi'[i]}: &${'bcdefghi'[i]} [${Array(9).fill(`*${'abcdefgh'[i]}`).join(', ')}]`)].join('\n');
     expect(errors(bomb)).toEqual([expect.stringMatching(/^f\.yaml:1: Excessive alias count/)]);
+  });
+});
+
+describe('declared tokens: no path to root', () => {
+  const ROOT = 'tokens[0].policies: a declared token cannot hold the reserved "root" policy';
+  const FOREVER = 'tokens[0].period: a declared token cannot renew forever: a period needs an explicit_max_ttl that ends it';
+  // Each row: the token's fields after its id, and the errors (empty: accepted).
+  it.each<[string, string, string[]]>([
+    ['root', 'policies: [root]', [ROOT]],
+    ['" Root " (trimmed and lower-cased, as policy names are)', 'policies: [ci, " Root "]', [ROOT]],
+    ['ROOT in a comma list', 'policies: "ci,ROOT"', [ROOT]],
+    ['root from a variable', 'policies: ["${POLICY}"]', [ROOT]],
+    ['response-wrapping', 'policies: [Response-Wrapping]', ['tokens[0].policies: a declared token cannot hold the reserved "response-wrapping" policy']],
+    ['a period alone', 'policies: [ci], period: 24h', [FOREVER]],
+    ['a period in seconds with explicit_max_ttl 0', 'policies: [ci], period: 3600, explicit_max_ttl: 0', [FOREVER]],
+    ['a period and explicit_max_ttl from a variable that is 0', 'policies: [ci], period: 1h, explicit_max_ttl: "${ZERO}"', [FOREVER]],
+    ['a root period token (both)', 'policies: [root], period: 1h', [ROOT, FOREVER]],
+    ['a period bounded by explicit_max_ttl', 'policies: [ci], period: 1h, explicit_max_ttl: 24h', []],
+    ['an ordinary token', 'policies: [ci, default], ttl: 1h', []],
+    ['period 0 (not periodic)', 'policies: [ci], period: 0', []],
+  ])('%s', (_, fields, expected) => {
+    expect(errors(`tokens: [{id: t, ${fields}}]\n`, true)).toEqual(expected.map((e) => `f.yaml:1: ${e}`));
   });
 });
 

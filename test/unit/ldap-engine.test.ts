@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import pino from 'pino';
+import { MAX_UNCONFIRMED_BIND_PASSWORDS, bindHistory } from '../../src/engines/ldap/bind-history.ts';
 import { FakeClock } from '../../src/core/clock.ts';
 import { BadRequestError } from '../../src/core/errors.ts';
 import type { BackendContext } from '../../src/core/framework.ts';
@@ -69,18 +70,23 @@ describe('connection config', () => {
     expect(toConnectionConfig(base({ connection_timeout: 10 })).connection_timeout).toBe(10);
   });
 
-  it('bind fallbacks: an unfinished rotate-root password first, then the previous password during the grace period', () => {
-    const now = 1_000_000_000;
-    const cfg = base({ bindpass: 'new', last_bind_password: 'old', last_bind_password_rotation: now - 1000 });
-    expect(bindFallbacks(cfg, 'wal', now)).toEqual(['wal', 'old']);
-    expect(bindFallbacks(cfg, 'new', now)).toEqual(['old']);
-    expect(bindFallbacks(cfg, undefined, now - 1000 + ROOT_GRACE_MS)).toEqual([]);
+  it('bind fallbacks: an unfinished rotate-root password first, then every kept previous password, whatever the time (erased only after a verified bind)', () => {
+    const cfg = base({ bindpass: 'new', last_bind_password: 'old', last_bind_password_rotation: 1000, unconfirmed_bind_passwords: ['older', 'new', 'old', 'oldest'] });
+    expect(bindFallbacks(cfg, 'wal')).toEqual(['wal', 'old', 'older', 'oldest']);
+    expect(bindFallbacks(cfg, 'new')).toEqual(['old', 'older', 'oldest']);
+    expect(bindFallbacks(base({ bindpass: 'new' }), undefined)).toEqual([]);
+  });
+
+  it('the unconfirmed bind-password history is newest first, without blanks, repeats or the current one, and bounded', () => {
+    const many = Array.from({ length: 12 }, (_, i) => `p${i}`);
+    expect(bindHistory(['', 'a', undefined, 'cur', 'a', 'b'], 'cur')).toEqual(['a', 'b']);
+    expect(bindHistory(many, 'cur')).toEqual(many.slice(0, MAX_UNCONFIRMED_BIND_PASSWORDS));
   });
 
   it('LdapConnections reuses one client until the effective connection settings change', async () => {
     const storage = new StorageView(new MemoryStorage(), '');
     const made: LdapConnectionConfig[] = [];
-    const conns = new LdapConnections(storage, new FakeClock(), (cfg) => {
+    const conns = new LdapConnections(storage, (cfg) => {
       made.push(cfg);
       return { close: async () => undefined } as unknown as LdapClient;
     });
@@ -94,11 +100,11 @@ describe('connection config', () => {
     expect(made.map((m) => m.bindpass)).toEqual(['pw', 'other']);
   });
 
-  it('LdapConnections parses the config again only when its bytes change, and drops the previous bind password when the grace ends', async () => {
+  it('LdapConnections parses the config again only when its bytes change, and keeps the previous bind password as long as it is stored', async () => {
     const storage = new StorageView(new MemoryStorage(), '');
     const clock = new FakeClock();
     const made: LdapConnectionConfig[] = [];
-    const conns = new LdapConnections(storage, clock, (cfg) => {
+    const conns = new LdapConnections(storage, (cfg) => {
       made.push(cfg);
       return { close: async () => undefined } as unknown as LdapClient;
     });
@@ -109,11 +115,15 @@ describe('connection config', () => {
     expect(made.map((m) => m.fallback_bindpass)).toEqual([['old']]);
     await clock.advance(ROOT_GRACE_MS);
     await conns.get();
+    expect(made.map((m) => m.fallback_bindpass)).toEqual([['old']]);
+    await writeConfig(storage, { ...a.config, last_bind_password: '' });
+    await conns.get();
     expect(made.map((m) => m.fallback_bindpass)).toEqual([['old'], []]);
     // A rewrite with the same content is the same config; a changed field is seen at once.
-    await writeConfig(storage, { ...a.config });
+    await writeConfig(storage, { ...a.config, last_bind_password: '' });
+    await conns.get();
     expect(made).toHaveLength(2);
-    await writeConfig(storage, { ...a.config, userdn: 'ou=people,dc=x' });
+    await writeConfig(storage, { ...a.config, last_bind_password: '', userdn: 'ou=people,dc=x' });
     expect((await conns.get()).config.userdn).toBe('ou=people,dc=x');
     await storage.put(ROOT_WAL_KEY, jsonBytes({ new_password: 'pending' }));
     await conns.get();
@@ -141,7 +151,7 @@ describe('the bind account (the engine never manages itself)', () => {
   const connections = async (config: LdapConfig, findBindEntry: () => Promise<{ dn: string }>) => {
     const storage = new StorageView(new MemoryStorage(), '');
     await writeConfig(storage, config);
-    return new LdapConnections(storage, new FakeClock(), () => ({ findBindEntry, close: async () => undefined }) as unknown as LdapClient);
+    return new LdapConnections(storage, () => ({ findBindEntry, close: async () => undefined }) as unknown as LdapClient);
   };
 
   it('a UPN bind\'s DN is asked of the directory once per client and then known by both names', async () => {
@@ -307,6 +317,7 @@ class FakeDirectory {
         if (this.gone.has(dn)) throw new LdapProviderError('input', `no such object "${dn}"`, 32);
         this.passwords.set(dn, password);
       },
+      writeGuard: async () => undefined,
       close: async () => undefined,
     } as unknown as LdapClient;
   }
@@ -329,7 +340,7 @@ function walEngine() {
   const ctx = { system: { generatePassword: async () => `generated-${++n}` } } as unknown as BackendContext;
   const engine = {
     ctx, storage, clock, locks: new KeyedLock(),
-    connections: new LdapConnections(storage, clock, () => dir.client()),
+    connections: new LdapConnections(storage, () => dir.client()),
   } satisfies Pick<LdapEngine, 'storage' | 'connections' | 'locks' | 'clock' | 'ctx'>;
   return { engine, storage, physical, dir };
 }

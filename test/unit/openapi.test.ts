@@ -49,6 +49,7 @@ describe('the document of a backend', () => {
           mode: field.string('Its mode.', { oneOf: ['a', 'b'] }),
           ttl: field.duration('How long it lives.', { default: 60 }),
           token: field.string('A secret.', { secret: true }),
+          lease: field.duration('Old name of ttl.', { aliasOf: 'ttl' }),
         },
         existenceCheck: async () => false,
         operations: { read: async () => undefined, update: async () => undefined, delete: async () => undefined },
@@ -59,7 +60,7 @@ describe('the document of a backend', () => {
     ],
   }], { version: '1.2.3', genericMountPaths: false }) as any;
 
-  it('"a write\'s fields are its JSON body: kinds as types, required, enums, defaults (durations as strings), secrets write-only"', () => {
+  it('"a write\'s fields are its JSON body: kinds as types, required, enums, defaults (durations as strings), secrets write-only, aliases deprecated"', () => {
     const post = doc.paths['/kv/item/{name}'].post;
     expect(post.requestBody.content['application/json'].schema).toEqual({
       type: 'object',
@@ -69,6 +70,7 @@ describe('the document of a backend', () => {
         mode: { type: 'string', description: 'Its mode.', enum: ['a', 'b'] },
         ttl: { type: 'string', format: 'duration', description: 'How long it lives.', default: '60' },
         token: { type: 'string', description: 'A secret.', format: 'password', writeOnly: true },
+        lease: { type: 'string', format: 'duration', description: 'Old name of ttl.', deprecated: true },
       },
     });
     expect(post['x-vault-createSupported']).toBe(true);

@@ -61,6 +61,23 @@ describe('collectors', () => {
     await registry.metrics();
     expect(failures).toHaveLength(1);
   });
+
+  it('"cached for the scrape interval": refresh(maxAge) reads again only when the last reading is older than maxAge; refresh(0) always reads', async () => {
+    const g = new Sourced('g', 'help', 'gauge', () => undefined);
+    let reads = 0;
+    g.add({}, async () => [{ value: ++reads }]);
+    const registry = new Registry();
+    g.register(registry);
+    await g.refresh(60_000);
+    for (let i = 0; i < 10; i++) await g.refresh(60_000);
+    expect(reads).toBe(1);
+    expect(parseScrape(await registry.metrics()).samples).toEqual([{ name: 'g', labels: {}, value: 1 }]);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    await g.refresh(1);
+    expect(reads).toBe(2);
+    await g.refresh(0);
+    expect(parseScrape(await registry.metrics()).samples).toEqual([{ name: 'g', labels: {}, value: 3 }]);
+  });
 });
 
 describe('a server\'s telemetry', () => {

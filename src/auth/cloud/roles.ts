@@ -60,13 +60,15 @@ async function listRoles(storage: StorageView): Promise<string[]> {
 
 const EMPTY_BOUNDS = Object.fromEntries(BOUND_FIELDS.map((f) => [f, []])) as unknown as RoleBounds;
 
+/** Bounds compare without case at login (bounds.ts), so a denied_parameters entry on one does too. */
+const caseless = { matchKey: (v: string) => v.toLowerCase() };
 const boundFields = {
-  bound_service_principal_ids: field.commaList('Object ids (token oid) allowed to log in; "*" alone for any.'),
-  bound_group_ids: field.commaList('Group ids (token groups) of which the caller must be in one; "*" alone for any.'),
-  bound_subscription_ids: field.commaList('Subscriptions the caller\'s resource must be in (verified with ARM).'),
-  bound_resource_groups: field.commaList('Resource groups the caller\'s resource must be in (verified with ARM).'),
-  bound_locations: field.commaList('Locations (e.g. eastus) the caller\'s resource must be in (verified with ARM).'),
-  bound_scale_sets: field.commaList('Scale sets the caller must belong to (vmss_name logins, verified with ARM).'),
+  bound_service_principal_ids: field.commaList('Object ids (token oid) allowed to log in; "*" alone for any.', caseless),
+  bound_group_ids: field.commaList('Group ids (token groups) of which the caller must be in one; "*" alone for any.', caseless),
+  bound_subscription_ids: field.commaList('Subscriptions the caller\'s resource must be in (verified with ARM).', caseless),
+  bound_resource_groups: field.commaList('Resource groups the caller\'s resource must be in (verified with ARM).', caseless),
+  bound_locations: field.commaList('Locations (e.g. eastus) the caller\'s resource must be in (verified with ARM).', caseless),
+  bound_scale_sets: field.commaList('Scale sets the caller must belong to (vmss_name logins, verified with ARM).', caseless),
 };
 
 /** Role names as Vault's GenericNameRegex; stored lower-cased. */
@@ -96,7 +98,7 @@ export function rolePaths(system: SystemView, cache: RoleCache): PathDefinition[
           const name = req.params.name.toLowerCase();
           return locks.run(name, async () => {
             const current = (await readRole(req.storage, name)) ?? { ...EMPTY_BOUNDS, ...DEFAULT_TOKEN_SETTINGS };
-            const next = { ...current, ...mergeTokenSettings(current, req.data, req.has) } as CloudAuthRole;
+            const next = { ...current, ...mergeTokenSettings(current, req) } as CloudAuthRole;
             for (const f of BOUND_FIELDS) if (req.has(f)) next[f] = normaliseBoundList(req.data[f] ?? []);
             validateRoleBounds(next);
             validateTokenSettings(next, system.maxLeaseTtl());

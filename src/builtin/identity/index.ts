@@ -20,5 +20,7 @@ export const identityBackend = (opts: { defaultIssuer: string }) => (core: Core)
     paths: [...oidcDiscoveryPaths(issuer), ...oidcConfigPaths(issuer), ...oidcKeyPaths(issuer, core)],
     // Keys rotate when used or published on the leader; with other nodes serving too, the leader also looks on its own.
     periodic: ctx.system.shared ? { intervalMs: KEY_ROTATION_CHECK_MS, run: () => issuer.rotateDue() } : undefined,
+    // The published documents are cached until the keys next change: a change on another node drops them here too.
+    cached: { prefixes: ['oidc/'], invalidate: () => issuer.invalidate() },
   };
 };

@@ -33,7 +33,7 @@ export function requestPath(core: Core, raw: string): string | undefined {
 
 const pathFields = {
   paths: field.commaList('Paths to report capabilities on.'),
-  path: field.commaList('Deprecated alias of paths.'),
+  path: field.commaList('Deprecated alias of paths.', { aliasOf: 'paths' }),
 };
 
 /**
@@ -42,8 +42,8 @@ const pathFields = {
  * The pipeline copies the answer to the top level for older clients.
  */
 export function capabilitiesPaths(core: Core): PathDefinition[] {
-  const answer = async (policies: string[], data: { paths?: string[]; path?: string[] }) => {
-    const paths = [...(data.paths ?? []), ...(data.path ?? [])];
+  const answer = async (policies: string[], data: { paths?: string[] }) => {
+    const paths = data.paths ?? [];
     if (paths.length === 0) throw new BadRequestError('missing required field "paths": paths must be supplied');
     const acl = await core.policies.aclFor(policies);
     const out: Record<string, unknown> = {};

@@ -11,6 +11,7 @@ import { remountPaths } from './remount.ts';
 import { ClusterIdentity, statusPaths } from './status.ts';
 import { telemetryPaths } from './telemetry.ts';
 import { uiMountPaths } from './ui-mounts.ts';
+import { wrappingPaths } from './wrapping.ts';
 import { VERSION } from '../../core/version.ts';
 
 export interface SystemBackendOptions {
@@ -24,7 +25,7 @@ export const systemBackend = (options: SystemBackendOptions = {}) => (core: Core
   return {
     paths: [
       ...statusPaths(core, cluster), ...haPaths(core), ...hostInfoPaths(core), ...policyPaths(core), ...capabilitiesPaths(core), ...leasePaths(core),
-      ...remountPaths(core), ...mountPaths(core), ...uiMountPaths(core), ...auditPaths(core),
+      ...remountPaths(core), ...mountPaths(core), ...uiMountPaths(core), ...auditPaths(core), ...wrappingPaths(core),
       ...telemetryPaths(core, { unauthenticatedMetrics: options.unauthenticatedMetrics ?? false, version: VERSION }),
     ],
     initialize: () => cluster.load(),

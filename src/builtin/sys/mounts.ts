@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { Core } from '../../core/core.ts';
-import { BadRequestError } from '../../core/errors.ts';
+import { BadRequestError, NotFoundError } from '../../core/errors.ts';
 import { parseDurationSecond } from '../../core/durations.ts';
 import { field } from '../../core/fields.ts';
 import { definePath, type PathDefinition } from '../../core/framework.ts';
@@ -14,7 +14,7 @@ export function mountPaths(core: Core): PathDefinition[] {
     const shown = (e: MountEntry) => (kind === 'auth' ? e.path.slice('auth/'.length) : e.path);
     const find = (p: string) => {
       const e = core.mounts.get(full(p));
-      if (!e) throw new BadRequestError(`no ${kind === 'auth' ? 'auth method' : 'secrets engine'} is mounted at "${normalizeMountPath(p)}"`);
+      if (!e) throw new NotFoundError(`no ${kind === 'auth' ? 'auth method' : 'secrets engine'} is mounted at "${normalizeMountPath(p)}"`);
       return e;
     };
     // Auth methods are enabled and disabled through sys/auth, which needs sudo; sys/mounts/auth/... would skip it.

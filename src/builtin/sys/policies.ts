@@ -50,15 +50,15 @@ export function policyPaths(core: Core): PathDefinition[] {
       pattern: 'policy/(?<name>.+)',
       canonical: { name: canonicalPolicyName },
       description: 'Read, write or delete an ACL policy (legacy path: `rules` instead of `policy`).',
-      fields: { policy: field.string('The policy document.'), rules: field.string('Deprecated alias of policy.') },
+      fields: { policy: field.string('The policy document.'), rules: field.string('Deprecated alias of policy.', { aliasOf: 'policy' }) },
       operations: {
         read: async (req) => {
           const p = await store.readAcl(req.params.name);
           return p ? { data: { name: p.name, rules: p.policy } } : undefined;
         },
         update: async (req) => {
-          await store.writeAcl(req.params.name, policyText(req.data.policy ?? req.data.rules));
-          if (req.has('rules') && !req.has('policy')) return { warnings: ["'rules' is deprecated, please use 'policy' instead"] };
+          await store.writeAcl(req.params.name, policyText(req.data.policy));
+          if (req.sentAs('policy') === 'rules') return { warnings: ["'rules' is deprecated, please use 'policy' instead"] };
         },
         delete: async (req) => store.deleteAcl(req.params.name),
       },

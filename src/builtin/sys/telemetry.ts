@@ -5,6 +5,13 @@ import { definePath, type PathDefinition } from '../../core/framework.ts';
 import { openApiDocument } from '../../core/openapi.ts';
 import { visibleMounts } from './ui-mounts.ts';
 
+/**
+ * How old the storage-read families may be for a scrape without a token: a stranger's scrapes, however many, make
+ * the server count leases and library accounts at most once per interval (docs/telemetry.md). A token's scrape
+ * reads them afresh.
+ */
+export const UNAUTHENTICATED_SCRAPE_MAX_AGE_MS = 15_000;
+
 export interface TelemetryPathOptions {
   /** STRONGROOM_UNAUTHENTICATED_METRICS: sys/metrics without a token (Vault's unauthenticated_metrics_access). */
   unauthenticatedMetrics: boolean;
@@ -24,7 +31,8 @@ export function telemetryPaths(core: Core, opts: TelemetryPathOptions): PathDefi
         read: async (req) => {
           const telemetry = core.options.telemetry;
           if (!telemetry) throw new BadRequestError('this server runs without metrics');
-          const { contentType, body } = await telemetry.render(req.data.format?.trim().toLowerCase() === 'prometheus' ? 'prometheus' : 'json');
+          const format = req.data.format?.trim().toLowerCase() === 'prometheus' ? 'prometheus' : 'json';
+          const { contentType, body } = await telemetry.render(format, req.caller ? 0 : UNAUTHENTICATED_SCRAPE_MAX_AGE_MS);
           return { raw: { status: 200, headers: { 'content-type': contentType }, body } };
         },
       },

@@ -17,7 +17,7 @@ const createFields = {
   no_default_policy: field.bool('Do not attach the default policy.'),
   renewable: field.bool('Whether the token can be renewed.', { default: true }),
   ttl: field.duration('Initial TTL.'),
-  lease: field.duration('Deprecated alias of ttl.'),
+  lease: field.duration('Deprecated alias of ttl.', { aliasOf: 'ttl' }),
   explicit_max_ttl: field.duration('Hard limit on the token\'s life.'),
   display_name: field.string('Display name; stored as "token-<name>".'),
   num_uses: field.int('Number of uses before the token dies (0 = unlimited).'),
@@ -45,8 +45,8 @@ const roleCreateFields = {
 type CreateRequest = BackendRequest<typeof roleCreateFields>;
 
 /** The policies of a token created without a role's lists: a subset of the parent's unless sudo, root only from root. */
-function ordinaryPolicies(d: CreateRequest['data'], parent: TokenEntry, sudo: boolean): string[] {
-  let policies = d.policies && d.policies.length ? normalizePolicies(d.policies, false) : parent.policies.filter((p) => p !== 'default' || !d.no_default_policy);
+function ordinaryPolicies(d: CreateRequest['data'], noDefaultPolicy: boolean, parent: TokenEntry, sudo: boolean): string[] {
+  let policies = d.policies && d.policies.length ? normalizePolicies(d.policies, false) : parent.policies.filter((p) => p !== 'default' || !noDefaultPolicy);
   if (policies.includes('response-wrapping')) throw new BadRequestError('cannot assign policy "response-wrapping"');
   const isRootParent = parent.policies.includes('root');
   if (policies.includes('root') && !isRootParent) throw new PermissionDeniedError('root tokens may not be created without parent token being root');
@@ -55,7 +55,7 @@ function ordinaryPolicies(d: CreateRequest['data'], parent: TokenEntry, sudo: bo
     const extra = policies.filter((p) => p !== 'default' && !allowed.has(p));
     if (extra.length) throw new PermissionDeniedError(`child policies must be subset of parent: ${extra.join(', ')} not held by the caller`);
   }
-  if (!d.no_default_policy && !policies.includes('root')) policies = normalizePolicies(policies, true);
+  if (!noDefaultPolicy && !policies.includes('root')) policies = normalizePolicies(policies, true);
   return policies;
 }
 
@@ -85,7 +85,9 @@ export function createPaths(core: Core, roles: TokenRoleStore): PathDefinition[]
     if (d.id !== undefined && (d.id.includes('.') || d.id === '')) throw new BadRequestError('invalid value for field "id": a custom token id must not be empty or contain "."');
     if (d.id !== undefined && (await core.tokens.lookup(d.id))) throw new BadRequestError('cannot create a token with a duplicate ID');
     if (d.period && !sudo) throw new PermissionDeniedError('root or sudo privileges required to create periodic token');
-    const policies = (role && rolePolicies(role, d.policies ?? [], d.no_default_policy ?? false, parent.policies)) ?? ordinaryPolicies(d, parent, sudo);
+    // A role's token_no_default_policy is the request's no_default_policy for every create through it.
+    const noDefaultPolicy = (d.no_default_policy ?? false) || (role?.token_no_default_policy ?? false);
+    const policies = (role && rolePolicies(role, d.policies ?? [], noDefaultPolicy, parent.policies)) ?? ordinaryPolicies(d, noDefaultPolicy, parent, sudo);
     // No role hands out root or response-wrapping, whatever its lists (a glob like `*`) or the parent allow.
     if (role) refuseReservedPolicies('policies', policies);
     const warnings: string[] = [];
@@ -93,7 +95,7 @@ export function createPaths(core: Core, roles: TokenRoleStore): PathDefinition[]
     const period = lesser('Period', d.period ?? 0, role?.token_period ?? 0, warnings);
     const explicitMaxTtl = lesser('Explicit max TTL', d.explicit_max_ttl ?? 0, role?.token_explicit_max_ttl ?? 0, warnings);
     const ttls = core.effectiveTtls(core.mounts.get('auth/token/'));
-    const requested = d.ttl || d.lease || 0;
+    const requested = d.ttl ?? 0;
     let ttl: number;
     if (policies.includes('root') && !requested && !period && !explicitMaxTtl) ttl = 0;
     else {

@@ -52,7 +52,7 @@ const roleFields = {
   token_period: tokenFields.token_period,
   period: legacyTokenFields.period,
   token_explicit_max_ttl: field.duration('Hard limit on the life of tokens of this role.'),
-  explicit_max_ttl: field.duration('Deprecated alias of token_explicit_max_ttl; token_explicit_max_ttl wins when both are sent.'),
+  explicit_max_ttl: field.duration('Deprecated alias of token_explicit_max_ttl; sending both with different values is a 400.', { aliasOf: 'token_explicit_max_ttl' }),
   token_num_uses: tokenFields.token_num_uses,
   token_no_default_policy: tokenFields.token_no_default_policy,
   token_bound_cidrs: tokenFields.token_bound_cidrs,
@@ -94,7 +94,7 @@ function tokenType(raw: string): TokenRole['token_type'] {
   throw new BadRequestError(`invalid value for field "token_type": "${raw}" is not one of service, default-service`);
 }
 
-/** The sent fields over `current` (a partial update keeps what is not sent); legacy names yield to the token_ ones. */
+/** The sent fields over `current` (a partial update keeps what is not sent); legacy names arrive folded into the token_ ones. */
 function merged(current: TokenRole, req: RoleRequest): TokenRole {
   const d = req.data;
   // A role may never hand out root or response-wrapping, in any spelling; create refuses them again (globs may match them).
@@ -107,11 +107,11 @@ function merged(current: TokenRole, req: RoleRequest): TokenRole {
   if (req.has('renewable')) next.renewable = d.renewable!;
   if (req.has('path_suffix')) next.path_suffix = d.path_suffix!.trim();
   if (req.has('token_type')) next.token_type = tokenType(d.token_type!);
-  if (req.has('token_period') || req.has('period')) next.token_period = (req.has('token_period') ? d.token_period : d.period)!;
-  if (req.has('token_explicit_max_ttl') || req.has('explicit_max_ttl')) next.token_explicit_max_ttl = (req.has('token_explicit_max_ttl') ? d.token_explicit_max_ttl : d.explicit_max_ttl)!;
+  if (req.has('token_period')) next.token_period = d.token_period!;
+  if (req.has('token_explicit_max_ttl')) next.token_explicit_max_ttl = d.token_explicit_max_ttl!;
   if (req.has('token_num_uses')) next.token_num_uses = d.token_num_uses!;
   if (req.has('token_no_default_policy')) next.token_no_default_policy = d.token_no_default_policy!;
-  if (req.has('token_bound_cidrs') || req.has('bound_cidrs')) next.token_bound_cidrs = (req.has('token_bound_cidrs') ? d.token_bound_cidrs! : d.bound_cidrs!).filter((c) => c !== '');
+  if (req.has('token_bound_cidrs')) next.token_bound_cidrs = d.token_bound_cidrs!.filter((c) => c !== '');
   checkPathSuffix(next.path_suffix);
   return next;
 }
@@ -155,15 +155,16 @@ export class TokenRoleStore {
 /**
  * The policies of a token created with a role (Vault's rules). A role with allowed or disallowed lists decides on
  * its own: the requested policies (or else the role's allowed_policies, or else the parent's) must each be allowed
- * by name or glob when the role allows any, and none may be disallowed; `default` is added unless asked not to or
- * disallowed. A role with no lists leaves the ordinary rules (`undefined`). Root and response-wrapping are not
- * refused here: create refuses them for every role, whichever rules chose the policies (a glob such as `*` would
- * let them through).
+ * by name or glob when the role allows any, and none may be disallowed; `default` is added unless asked not to (the
+ * request's no_default_policy or the role's token_no_default_policy: the caller passes either as `noDefaultPolicy`)
+ * or disallowed by name or glob (Vault's resolveTokenPolicies). A role with no lists leaves the ordinary rules
+ * (`undefined`). Root and response-wrapping are not refused here: create refuses them for every role, whichever
+ * rules chose the policies (a glob such as `*` would let them through).
  */
 export function rolePolicies(role: TokenRole, requested: string[], noDefaultPolicy: boolean, parentPolicies: string[]): string[] | undefined {
   const allowing = role.allowed_policies.length > 0 || role.allowed_policies_glob.length > 0;
   if (!allowing && role.disallowed_policies.length === 0 && role.disallowed_policies_glob.length === 0) return undefined;
-  const addDefault = !noDefaultPolicy && !role.disallowed_policies.includes('default');
+  const addDefault = !noDefaultPolicy && !role.disallowed_policies.includes('default') && !role.disallowed_policies_glob.some((g) => globMatch(g, 'default'));
   let policies = normalizePolicies(requested.length > 0 ? requested : allowing ? role.allowed_policies : parentPolicies, addDefault);
   if (requested.length > 0 && allowing) {
     const allowed = normalizePolicies(role.allowed_policies, addDefault);
@@ -207,7 +208,7 @@ async function writeRole(roles: TokenRoleStore, req: RoleRequest, mountMaxTtl: n
   const next = merged((await roles.get(req.params.name)) ?? NEW_ROLE, req);
   // The rules every auth method's token_* fields follow (bound CIDRs parse, period within the mount's maximum),
   // their errors naming the field the client sent.
-  const sentAsLegacy = (['period', 'bound_cidrs'] as const).filter((old) => req.has(old) && !req.has(`token_${old}`));
+  const sentAsLegacy = (['period', 'bound_cidrs'] as const).filter((old) => req.sentAs(`token_${old}`) === old);
   const settings: TokenSettings = {
     token_policies: [], token_ttl: 0, token_max_ttl: next.token_explicit_max_ttl, token_period: next.token_period, token_num_uses: next.token_num_uses,
     token_no_default_policy: next.token_no_default_policy, token_bound_cidrs: next.token_bound_cidrs, legacy_names: sentAsLegacy,

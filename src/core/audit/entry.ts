@@ -180,6 +180,11 @@ export class EntryFormat {
     return hmac && !this.#opts.logRaw ? this.#salt.hash(value) : value;
   }
 
+  /** A token or accessor of an answer, when it has one (as Vault's JSON, empty ones are left out). */
+  #optionalId(v: unknown, hmac: boolean): string | undefined {
+    return typeof v === 'string' && v !== '' ? this.#id(v, hmac) : undefined;
+  }
+
   /** The hashes of the request's token and its accessor; the token is the one the entry was found by. */
   #tokenIds(t: TokenEntry, token: string): { clientToken: string; accessor: string } {
     let ids = this.#ids.get(t.salted);
@@ -240,13 +245,28 @@ export class EntryFormat {
       secret: env?.lease_id ? { lease_id: env.lease_id } : undefined,
       data: this.#data(data, rec.mount?.config.audit_non_hmac_response_keys),
       warnings: warnings ?? undefined,
+      wrap_info: this.#wrapInfo(env?.wrap_info as Record<string, unknown> | null | undefined),
+    };
+  }
+
+  /** A wrapped answer's wrap_info as Vault's audit shows it: the wrapping token hashed, its accessors as the device says. */
+  #wrapInfo(info: Record<string, unknown> | null | undefined): Record<string, unknown> | undefined {
+    if (!info) return undefined;
+    const id = (v: unknown, hmac: boolean) => this.#optionalId(v, hmac);
+    return {
+      token: id(info.token, true),
+      accessor: id(info.accessor, this.#opts.hmacAccessor),
+      ttl: info.ttl,
+      creation_time: info.creation_time,
+      creation_path: info.creation_path,
+      wrapped_accessor: id(info.wrapped_accessor, this.#opts.hmacAccessor),
     };
   }
 
   /** The auth block of a login or token creation, as Vault's audit shows it (its own field names, token hashed). */
   #issuedAuth(block: Record<string, unknown> | null | undefined): Record<string, unknown> | undefined {
     if (!block) return undefined;
-    const id = (v: unknown, hmac: boolean) => (typeof v === 'string' && v !== '' ? this.#id(v, hmac) : undefined);
+    const id = (v: unknown, hmac: boolean) => this.#optionalId(v, hmac);
     return {
       client_token: id(block.client_token, true),
       accessor: id(block.accessor, this.#opts.hmacAccessor),

@@ -73,6 +73,14 @@ export class PluginIdentityIssuer {
   readonly #defaultIssuer: string;
   readonly #system: IssuerOptions['system'];
   readonly #locks = new KeyedLock();
+  /**
+   * The published documents' inputs as last read, and the instant (epoch ms) until which they hold: the next
+   * rotation or retirement. Anyone may fetch the documents without a token, so they are built once per key change,
+   * not per request; any write here (and, through `invalidate`, on another node) drops them.
+   */
+  #published: { issuer: string; keys: JWK[]; until: number } | undefined;
+  /** Bumped by every drop: a build that began before one is not kept. */
+  #generation = 0;
 
   constructor(opts: IssuerOptions) {
     this.#view = opts.storage;
@@ -91,15 +99,25 @@ export class PluginIdentityIssuer {
 
   /** An empty value returns to the server default. */
   async setIssuer(raw: string): Promise<void> {
-    await this.#view.putJson('config', { issuer: raw === '' ? '' : validateIssuer(raw) });
+    try {
+      await this.#view.putJson('config', { issuer: raw === '' ? '' : validateIssuer(raw) });
+    } finally {
+      this.invalidate();
+    }
   }
 
   async pluginIssuer(): Promise<string> {
     return `${(await this.configuredIssuer()) || this.#defaultIssuer}${PLUGIN_ISSUER_PATH}`;
   }
 
+  /** Drops the published documents: the config or a key changed (here, or on another node: the backend's `cached`). */
+  invalidate(): void {
+    this.#published = undefined;
+    this.#generation++;
+  }
+
   async discovery(): Promise<Record<string, unknown>> {
-    const issuer = await this.pluginIssuer();
+    const { issuer } = await this.#documents();
     return {
       issuer,
       jwks_uri: `${issuer}/.well-known/keys`,
@@ -111,16 +129,28 @@ export class PluginIdentityIssuer {
 
   /** Every key's publishable halves and how long a verifier may cache them (until the next change). */
   async jwks(): Promise<{ keys: JWK[]; maxAgeSeconds: number | undefined }> {
+    const { keys, until } = await this.#documents();
+    return { keys, maxAgeSeconds: keys.length ? Math.max(0, Math.floor((until - this.#clock.now()) / 1000)) : undefined };
+  }
+
+  /** The cached inputs while they hold, else read again (and kept, unless something changed meanwhile). */
+  async #documents(): Promise<{ issuer: string; keys: JWK[]; until: number }> {
+    const cached = this.#published;
+    if (cached && this.#clock.now() < cached.until) return cached;
+    const generation = this.#generation;
     const now = this.#clock.now();
     const keys: JWK[] = [];
-    let nextChange = Infinity;
+    let until = Infinity;
     for (const name of await this.#keys.names()) {
       const key = await this.#current(name);
       if (!key) continue;
       keys.push(...publicKeys(key, now));
-      nextChange = Math.min(nextChange, key.next_rotation, ...key.retired.map((r) => r.expire_at));
+      until = Math.min(until, key.next_rotation, ...key.retired.map((r) => r.expire_at));
     }
-    return { keys, maxAgeSeconds: keys.length ? Math.max(0, Math.floor((nextChange - now) / 1000)) : undefined };
+    const built = { issuer: await this.pluginIssuer(), keys, until };
+    // No key yet: the first token creates one, on any node, with no write this node would hear of first.
+    if (generation === this.#generation && keys.length) this.#published = built;
+    return built;
   }
 
   // ---- named keys --------------------------------------------------------------------------------
@@ -164,7 +194,7 @@ export class PluginIdentityIssuer {
     await this.#locks.run(name, async () => {
       for (let race = 0; race < KEY_RACES; race++) {
         const stored = await this.#keys.snapshot(name);
-        if (await this.#keys.replace(await change(stored?.key, this.#clock.now()), stored?.raw)) return;
+        if (await this.#keys.replace(await change(stored?.key, this.#clock.now()), stored?.raw)) return this.invalidate();
       }
       throw new ConflictError(`the OIDC key "${name}" kept changing while it was being written; try again`);
     });
@@ -177,6 +207,7 @@ export class PluginIdentityIssuer {
 
   async deleteKey(name: string): Promise<void> {
     await this.#locks.run(name, () => this.#keys.delete(name));
+    this.invalidate();
   }
 
   // ---- plugin identity tokens --------------------------------------------------------------------
@@ -219,12 +250,17 @@ export class PluginIdentityIssuer {
         if (!stored) {
           if (!createMissing) return undefined;
           const created = await newNamedKey(name, KEY_DEFAULTS, now);
-          if (await this.#keys.replace(created, undefined)) return created;
-          continue;
+          if (!(await this.#keys.replace(created, undefined))) continue;
+          this.invalidate();
+          return created;
         }
         if (!this.#system.leading()) return { ...stored.key, retired: stored.key.retired.filter((r) => r.expire_at > now) };
         const { key, changed } = await current(stored.key, now);
-        if (!changed || (await this.#keys.replace(key, stored.raw, [this.#system.fence()]))) return key;
+        if (!changed) return key;
+        if (await this.#keys.replace(key, stored.raw, [this.#system.fence()])) {
+          this.invalidate();
+          return key;
+        }
         // Changed by hand on another node meanwhile, or this node no longer leads: read it again.
       }
       throw new ConflictError(`the OIDC key "${name}" kept changing while it was read; try again`);

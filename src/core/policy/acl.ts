@@ -45,6 +45,21 @@ export interface AllowOptions {
   rootProtected?: boolean;
   /** Requested response-wrapping TTL in seconds; undefined when the response is not wrapped. */
   wrapTtl?: number;
+  /** How the endpoint's fields name and spell parameters; without it, names and values compare as written. */
+  parameters?: ParameterSpelling;
+}
+
+/**
+ * The endpoint's field table as the parameter rules need it (core/field-aliases.ts builds it). The request's data
+ * arrives with every alias already folded into its field and list elements canonical; a rule is read the same way.
+ */
+export interface ParameterSpelling {
+  /** The field a (lower-cased) parameter name stands for: a rule on an alias is a rule on its field. */
+  field(name: string): string;
+  /** A string in the form a denied value compares in: the handler's identity of it (`Svc` and `svc` are one account). */
+  denyForm(field: string, value: string): string;
+  /** A string in the form an allowed value compares in: the spelling that takes effect, never broader. */
+  allowForm(field: string, value: string): string;
 }
 
 /** Identity values substituted into templated policy paths such as `{{identity.entity.id}}`. */
@@ -289,7 +304,7 @@ export class Acl {
     const allowed =
       (!opts.rootProtected || sudo) &&
       wrappingAllowed(perms, opts.wrapTtl) &&
-      (!PARAMETER_CHECKED.has(operation) || parametersAllowed(perms, data));
+      (!PARAMETER_CHECKED.has(operation) || parametersAllowed(perms, data, opts.parameters));
     return { allowed, sudo };
   }
 
@@ -386,22 +401,40 @@ function wrappingAllowed(perms: Permissions, wrapTtl: number | undefined): boole
   return !(perms.minWrap > 0 && perms.maxWrap > 0 && perms.maxWrap < perms.minWrap);
 }
 
-function parametersAllowed(perms: Permissions, data: Record<string, unknown> | undefined): boolean {
-  for (const name of perms.required) if (!data || !Object.hasOwn(data, name)) return false;
+function parametersAllowed(perms: Permissions, data: Record<string, unknown> | undefined, spelling: ParameterSpelling | undefined): boolean {
+  const rules = spelling ? spelledRules(perms, spelling) : perms;
+  for (const name of rules.required) if (!data || !Object.hasOwn(data, name)) return false;
   const keys = data ? Object.keys(data) : [];
   if (keys.length === 0) return true;
-  if (perms.denied.has('*')) return false;
+  if (rules.denied.has('*')) return false;
+  const form = (kind: 'denyForm' | 'allowForm', key: string) => (spelling ? (v: string) => spelling[kind](key, v) : undefined);
   for (const key of keys) {
-    const denied = perms.denied.get(key.toLowerCase());
-    if (denied && (valueInList(data![key], denied) || elements(data![key]).some((v) => valueInList(v, denied)))) return false;
+    const denied = rules.denied.get(key.toLowerCase());
+    const as = form('denyForm', key.toLowerCase());
+    if (denied && (valueInList(data![key], denied, as) || elements(data![key]).some((v) => valueInList(v, denied, as)))) return false;
   }
-  if (perms.allowed.size === 0) return true;
-  const allowAll = perms.allowed.has('*');
+  if (rules.allowed.size === 0) return true;
+  const allowAll = rules.allowed.has('*');
   for (const key of keys) {
-    const allowed = perms.allowed.get(key.toLowerCase());
-    if (allowed ? !(valueInList(data![key], allowed) || elements(data![key]).every((v) => valueInList(v, allowed))) : !allowAll) return false;
+    const allowed = rules.allowed.get(key.toLowerCase());
+    const as = form('allowForm', key.toLowerCase());
+    if (allowed ? !(valueInList(data![key], allowed, as) || elements(data![key]).every((v) => valueInList(v, allowed, as))) : !allowAll) return false;
   }
   return true;
+}
+
+/**
+ * The rules as the endpoint's fields read them: a rule on an alias joins the rule on its field (lists merge as two
+ * policies' would), and a required alias is required as its field. Only paths with parameter rules pay for this.
+ */
+function spelledRules(perms: Permissions, spelling: ParameterSpelling): Pick<Permissions, 'allowed' | 'denied' | 'required'> {
+  if (perms.allowed.size === 0 && perms.denied.size === 0 && perms.required.length === 0) return perms;
+  const fold = (rules: Map<string, unknown[]>) => {
+    const out = new Map<string, unknown[]>();
+    for (const [name, values] of rules) mergeParameters(out, new Map([[spelling.field(name), values]]));
+    return out;
+  };
+  return { allowed: fold(perms.allowed), denied: fold(perms.denied), required: [...new Set(perms.required.map((name) => spelling.field(name)))] };
 }
 
 /**
@@ -412,10 +445,10 @@ function parametersAllowed(perms: Permissions, data: Record<string, unknown> | u
  */
 const elements = (value: unknown): unknown[] => (Array.isArray(value) ? value : [value]);
 
-function valueInList(value: unknown, list: unknown[]): boolean {
+function valueInList(value: unknown, list: unknown[], as: ((v: string) => string) | undefined): boolean {
   if (list.length === 0) return true;
   return list.some((el) =>
-    typeof el === 'string' && typeof value === 'string' ? globMatch(el, value) : isDeepStrictEqual(el, value),
+    typeof el === 'string' && typeof value === 'string' ? (as ? globMatch(as(el), as(value)) : globMatch(el, value)) : isDeepStrictEqual(el, value),
   );
 }
 
@@ -532,5 +565,15 @@ path "sys/tools/hash/*" {
 # Allow a token to make requests to the Authorization Endpoint for OIDC providers
 path "identity/oidc/provider/+/authorize" {
     capabilities = ["read", "update"]
+}
+`;
+
+/**
+ * Vault's built-in `response-wrapping` policy, the only one a wrapping token holds: it can unwrap itself and nothing
+ * else (its cubbyhole path is Vault's older way to read the answer, which Strongroom does not have). Built in, like
+ * `root`: it can be neither written nor deleted.
+ */
+export const RESPONSE_WRAPPING_POLICY_HCL = `path "sys/wrapping/unwrap" {
+    capabilities = ["update"]
 }
 `;

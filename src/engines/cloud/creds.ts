@@ -1,4 +1,4 @@
-import { BadRequestError, ConflictError } from '../../core/errors.ts';
+import { BadRequestError, ConflictError, NotFoundError } from '../../core/errors.ts';
 import { definePath, type BackendResponse, type PathDefinition, lowerName } from '../../core/framework.ts';
 import { newUuid } from '../../core/ids.ts';
 import type { NewPassword } from '../../providers/azure/graph.ts';
@@ -64,7 +64,7 @@ export function credsPaths(engine: CloudEngine): PathDefinition[] {
         read: async (req) => {
           const name = roleName(req);
           const role = await readRole(req.storage, name);
-          if (!role) throw new BadRequestError(`role '${name}' does not exist`);
+          if (!role) throw new NotFoundError(`role '${name}' does not exist`);
           const conn = await engine.connect();
           // The password expires with the longest the lease may live, not years later.
           const lifetime = role.max_ttl || engine.system.maxLeaseTtl();

@@ -229,13 +229,27 @@ export function removeManagedApp(clients: AzureClients, managed: ManagedApp, per
   });
 }
 
+/**
+ * Azure compares role names, group names and object ids without case, so a denied_parameters entry on these fields
+ * compares without case too (an entry "*Owner*" also denies "OWNER"), and the JSON of cloud_roles and cloud_groups
+ * as the handler reads it (`\u004fwner` is "Owner"). It cannot see a role named by its role_id.
+ */
+const caseless = (v: string) => v.toLowerCase();
+function jsonCaseless(v: string): string {
+  try {
+    return JSON.stringify(JSON.parse(v)).toLowerCase();
+  } catch {
+    return caseless(v);
+  }
+}
+
 const fields = {
   name: field.string('Name of the role.'),
-  cloud_roles: field.string('JSON array (as a string) of role assignments: objects with scope and role_name or role_id.'),
-  azure_roles: field.string('Vault\'s name for cloud_roles; send one of the two.'),
-  cloud_groups: field.string('JSON array (as a string) of groups to join: objects with group_name or object_id.'),
-  azure_groups: field.string('Vault\'s name for cloud_groups; send one of the two.'),
-  application_object_id: field.string('Object id of an existing application whose passwords are issued instead of new principals.'),
+  cloud_roles: field.string('JSON array (as a string) of role assignments: objects with scope and role_name or role_id.', { matchKey: jsonCaseless }),
+  azure_roles: field.string('Vault\'s name for cloud_roles; sending both with different values is a 400.', { aliasOf: 'cloud_roles' }),
+  cloud_groups: field.string('JSON array (as a string) of groups to join: objects with group_name or object_id.', { matchKey: jsonCaseless }),
+  azure_groups: field.string('Vault\'s name for cloud_groups; sending both with different values is a 400.', { aliasOf: 'cloud_groups' }),
+  application_object_id: field.string('Object id of an existing application whose passwords are issued instead of new principals.', { matchKey: caseless }),
   persist_app: field.bool('Create one application and principal for the role and issue passwords on it.', { default: false }),
   ttl: field.duration('Default lease TTL of issued credentials; 0 means the mount default.'),
   max_ttl: field.duration('Maximum lease TTL of issued credentials; 0 means the mount maximum.'),
@@ -265,12 +279,8 @@ function roleView(r: CloudRole): Record<string, unknown> {
   };
 }
 
-/** The name a renamed field was sent under (undefined: not sent); both names at once is a 400 naming both. */
-function sentName<F extends keyof typeof VAULT_NAMES>(req: BackendRequest<RoleFields>, name: F): F | (typeof VAULT_NAMES)[F] | undefined {
-  const vault = VAULT_NAMES[name];
-  if (req.has(name) && req.has(vault)) throw new BadRequestError(`invalid value for field "${name}": "${name}" and "${vault}" are two names of one field; send only one`);
-  return req.has(name) ? name : req.has(vault) ? vault : undefined;
-}
+/** The name a renamed field was sent under (undefined: not sent); the pipeline has folded Vault's name into ours. */
+const sentName = <F extends keyof typeof VAULT_NAMES>(req: BackendRequest<RoleFields>, name: F) => req.sentAs(name) as F | (typeof VAULT_NAMES)[F] | undefined;
 
 async function writeRoleHandler(engine: CloudEngine, req: BackendRequest<RoleFields>): Promise<{ warnings?: string[] } | void> {
   const name = roleName(req);
@@ -288,8 +298,8 @@ async function writeRoleHandler(engine: CloudEngine, req: BackendRequest<RoleFie
     if (req.has('tags')) next.tags = parseTags(req.data.tags ?? []);
     const rolesField = sentName(req, 'cloud_roles');
     const groupsField = sentName(req, 'cloud_groups');
-    const rawRoles = rolesField ? parseJsonArray(rolesField, req.data[rolesField] ?? '', roleInputSchema) : next.cloud_roles;
-    const rawGroups = groupsField ? parseJsonArray(groupsField, req.data[groupsField] ?? '', groupInputSchema) : next.cloud_groups;
+    const rawRoles = rolesField ? parseJsonArray(rolesField, req.data.cloud_roles ?? '', roleInputSchema) : next.cloud_roles;
+    const rawGroups = groupsField ? parseJsonArray(groupsField, req.data.cloud_groups ?? '', groupInputSchema) : next.cloud_groups;
     validateRole(next, rawRoles, rolesField ?? 'cloud_roles');
 
     const conn = await engine.connect();

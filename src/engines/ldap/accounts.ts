@@ -33,17 +33,23 @@ type Claim = z.infer<typeof claimSchema>;
 
 const PREFIX = 'managed-account/';
 
+/** An account name as directories match it (the naming attribute, without case): the registry's and the ACL's key. */
+export const usernameKey = (username: string): string => username.toLowerCase();
+
+/** A DN as the directory compares it (normalised; lower-cased when it does not parse): the registry's and the ACL's key. */
+export function dnKey(dn: string): string {
+  try {
+    return normalizeDn(dn);
+  } catch {
+    return dn.toLowerCase();
+  }
+}
+
 /** The registry keys of an account: `user:<lower-cased username>` and `dn:<normalised DN>`. */
 export function accountKeys(account: AccountIdentity): string[] {
   const keys: string[] = [];
-  if (account.username) keys.push(`user:${account.username.toLowerCase()}`);
-  if (account.dn) {
-    try {
-      keys.push(`dn:${normalizeDn(account.dn)}`);
-    } catch {
-      keys.push(`dn:${account.dn.toLowerCase()}`);
-    }
-  }
+  if (account.username) keys.push(`user:${usernameKey(account.username)}`);
+  if (account.dn) keys.push(`dn:${dnKey(account.dn)}`);
   return keys;
 }
 

@@ -20,6 +20,7 @@ import { parseUrlList } from '../../providers/ldap/ldapts-client.ts';
 import { LDAP_SCHEMAS, defaultUserAttr, isLdapSchema } from '../../providers/ldap/schemas.ts';
 import { accountKeys, describeOwner, type AccountIdentity, type ManagedAccounts } from './accounts.ts';
 import { applyScheduleFields, rootScheduleFields, rootScheduleShape, rootScheduleView } from '../root-rotation.ts';
+import { bindHistory } from './bind-history.ts';
 import type { RotationScheduler } from './scheduler.ts';
 
 export const CONFIG_KEY = 'config';
@@ -67,8 +68,13 @@ const storedConfigSchema = z.object({
   tls_max_version: z.enum(TLS_NAMES).default('tls13'),
   case_sensitive_names: z.boolean().default(false),
   skip_static_role_import_rotation: z.boolean().default(false),
-  /** Kept only for the grace period after rotate-root, then erased. */
+  /** The bind password before the last rotate-root: a fallback until the grace is over and bindpass verified (rotate-root.ts). */
   last_bind_password: z.string().default(''),
+  /**
+   * Older bind passwords of this account that a rotate-root WAL or the config held and that a late directory write may
+   * still put back: bind fallbacks, newest first, bounded (bind-history.ts), erased with last_bind_password.
+   */
+  unconfirmed_bind_passwords: z.array(z.string()).default([]),
   /** Unix ms of the last rotate-root; 0 = never. */
   last_bind_password_rotation: z.number().default(0),
   /** Automated rotation of the bind password and its state (root-rotation.ts). */
@@ -100,6 +106,11 @@ export async function writeConfig(storage: StorageView, config: LdapConfig): Pro
 
 export function putConfigOp(config: LdapConfig): StorageOp {
   return { type: 'put', key: CONFIG_KEY, value: jsonBytes(storedConfigSchema.parse(config)) };
+}
+
+/** The password of a stored rotate-root WAL (read here without rotation.ts, which imports this file). */
+function walPassword(walRaw: Buffer | undefined): string | undefined {
+  return walRaw && (JSON.parse(walRaw.toString('utf8')) as { new_password?: string }).new_password;
 }
 
 export function missingConfigError(): BadRequestError {
@@ -175,14 +186,12 @@ export function passwordSource(config: LdapConfig): string {
 }
 
 /**
- * Bind passwords tried after `bindpass`: an unfinished rotate-root's new password (the directory may
- * already have it), then the previous password during the grace period.
+ * Bind passwords tried after `bindpass`: an unfinished rotate-root's new password (the directory may already have it),
+ * then the previous password and the unconfirmed older ones, for as long as they are kept: a late directory write may
+ * have put one of them back, and they are erased only once a bind with bindpass was verified.
  */
-export function bindFallbacks(config: LdapConfig, rootWalPassword: string | undefined, now: number): string[] {
-  const out: string[] = [];
-  if (rootWalPassword && rootWalPassword !== config.bindpass) out.push(rootWalPassword);
-  if (config.last_bind_password && now - config.last_bind_password_rotation < ROOT_GRACE_MS) out.push(config.last_bind_password);
-  return out;
+export function bindFallbacks(config: LdapConfig, rootWalPassword: string | undefined): string[] {
+  return bindHistory([rootWalPassword, config.last_bind_password, ...config.unconfirmed_bind_passwords], config.bindpass, Number.POSITIVE_INFINITY);
 }
 
 export function toConnectionConfig(config: LdapConfig, fallbacks: string[] = []): LdapConnectionConfig {
@@ -256,8 +265,6 @@ function bindAccountOf(config: LdapConfig, client: LdapClient): () => Promise<Ac
 interface ParsedConnection extends LdapConnection {
   configRaw: Buffer;
   walRaw: Buffer | undefined;
-  /** Clock time at which the bind fallbacks change (the rotate-root grace period ends). */
-  validUntil: number;
   key: string;
 }
 
@@ -271,13 +278,11 @@ const sameBytes = (a: Buffer | undefined, b: Buffer | undefined): boolean => (a 
  */
 export class LdapConnections {
   readonly #storage: StorageView;
-  readonly #clock: Clock;
   readonly #create: (config: LdapConnectionConfig) => LdapClient;
   #cached: ParsedConnection | undefined;
 
-  constructor(storage: StorageView, clock: Clock, create: (config: LdapConnectionConfig) => LdapClient) {
+  constructor(storage: StorageView, create: (config: LdapConnectionConfig) => LdapClient) {
     this.#storage = storage;
-    this.#clock = clock;
     this.#create = create;
   }
 
@@ -286,16 +291,12 @@ export class LdapConnections {
     const configRaw = await this.#storage.get(CONFIG_KEY);
     if (!configRaw) throw missingConfigError();
     const walRaw = await this.#storage.get(ROOT_WAL_KEY);
-    const now = this.#clock.now();
     const cached = this.#cached;
-    // Every credential request and rotation passes here: same bytes and same grace state, same answer.
-    if (cached && now < cached.validUntil && sameBytes(cached.configRaw, configRaw) && sameBytes(cached.walRaw, walRaw)) return cached;
+    // Every credential request and rotation passes here: same bytes, same answer.
+    if (cached && sameBytes(cached.configRaw, configRaw) && sameBytes(cached.walRaw, walRaw)) return cached;
     const config = Object.freeze(storedConfigSchema.parse(JSON.parse(configRaw.toString('utf8'))));
-    const wal = walRaw && (JSON.parse(walRaw.toString('utf8')) as { new_password?: string });
-    const connection = toConnectionConfig(config, bindFallbacks(config, wal?.new_password, now));
+    const connection = toConnectionConfig(config, bindFallbacks(config, walPassword(walRaw)));
     const key = JSON.stringify(connection);
-    const graceEnd = config.last_bind_password_rotation + ROOT_GRACE_MS;
-    const validUntil = config.last_bind_password && now < graceEnd ? graceEnd : Number.POSITIVE_INFINITY;
     // The key holds everything that names the bind account, so a kept client keeps its bind account too.
     const kept = cached?.key === key ? cached : undefined;
     const client = kept?.client ?? this.#create(connection);
@@ -305,7 +306,7 @@ export class LdapConnections {
       setTimeout(() => void previous.close().catch(() => undefined), 5_000).unref();
     }
     const bindAccount = kept?.bindAccount ?? bindAccountOf(config, client);
-    this.#cached = { configRaw, walRaw, validUntil, config, key, client, bindAccount };
+    this.#cached = { configRaw, walRaw, config, key, client, bindAccount };
     return this.#cached;
   }
 
@@ -474,14 +475,19 @@ export function configPart(engine: LdapEngine): LdapEnginePart {
     // Values, not the keys sent: an operator or IaC re-posting the same binddn or bindpass changes nothing.
     const newPassword = existing !== undefined && next.bindpass !== existing.bindpass;
     const newAccount = existing !== undefined && !sameBindAccount(next, existing);
-    // A new bind account or password ends any rotate-root grace: the previous password belongs to the old setup.
-    if (newPassword || newAccount) next.last_bind_password = '';
+    // A new bind account or password ends any rotate-root grace: the operator states the directory's password, and a
+    // wrong one must fail at once, not be hidden by an older one. Only an unfinished rotate-root's password, which this
+    // write drops and which may still be on its way to the directory, stays a fallback (until a verified bind).
+    const walRaw = await storage.get(ROOT_WAL_KEY);
+    if (newPassword || newAccount) {
+      next.last_bind_password = '';
+      next.unconfirmed_bind_passwords = newAccount ? [] : bindHistory([walPassword(walRaw)], next.bindpass);
+    }
     // Builds (without connecting) a client, so anything the provider refuses is a 400 now, not at first use.
     engine.options.createClient(toConnectionConfig(next));
     // An unfinished rotate-root's WAL may hold the only password the directory accepts for the bind account.
     // A bindpass the operator supplies supersedes it (they know the directory's password); a new account
     // without one would leave the WAL's password to be tried on, and finished against, the wrong entry.
-    const walRaw = await storage.get(ROOT_WAL_KEY);
     if (walRaw && newAccount && !newPassword) {
       throw new BadRequestError(`${next.upndomain !== existing!.upndomain ? 'upndomain' : 'binddn'}: a rotate-root of the current bind account is unfinished and ` +
         'its new password may be the only one the directory accepts; finish it with ldap/rotate-root, or send the bindpass of the new account with this change');

@@ -59,8 +59,8 @@ async function candidates(engine: LdapEngine): Promise<Candidate[]> {
         const dn = role && (role.resolved_dn || role.dn);
         return role?.password && dn ? { dn, password: role.password, guards: [{ key: staticRoleKey(name), expected: snapshot.raw }, { key: walKey(target), expected: undefined }] } : undefined;
       },
-      // rotateStaticRole records a failure on the role itself, and rethrows it.
-      takeBack: async () => (await rotateStaticRole(engine, name)) !== undefined,
+      // rotateStaticRole records a failure on the role itself, and rethrows it. Fenced like all leader work.
+      takeBack: async (fence) => (await rotateStaticRole(engine, name, { fence })) !== undefined,
     });
   }
   for (const set of await allLibrarySetNames(storage)) {

@@ -75,7 +75,7 @@ export function ldapBackend(deps: LdapBackendDeps = {}): BackendFactory {
       storage: ctx.storage,
       clock: ctx.clock,
       options,
-      connections: new LdapConnections(ctx.storage, ctx.clock, options.createClient),
+      connections: new LdapConnections(ctx.storage, options.createClient),
       accounts: new ManagedAccounts(ctx.storage),
       locks: new KeyedLock(),
       scheduler: undefined as unknown as RotationScheduler,

@@ -16,10 +16,11 @@ import type { StorageCondition, StorageOp } from '../../core/storage/types.ts';
 import type { PreparedWrite } from '../../core/storage/view.ts';
 import type { LdapEngine, LdapEnginePart } from './config.ts';
 import {
-  ACCOUNT_PREFIX, SET_NAME, accountRecord, accountSegment, listAccountNames, putAccountOp, readAccount, readLibrarySet, returningClaim, unchangedAccount,
-  type AccountSnapshot, type AccountState, type Borrower, type LentAccount, type LibrarySet,
+  ACCOUNT_PREFIX, SET_NAME, accountRecord, accountSegment, canonicalAccount, listAccountNames, putAccountOp, readAccount, readLibrarySet, returningClaim,
+  unchangedAccount, type AccountSnapshot, type AccountState, type Borrower, type LentAccount, type LibrarySet,
 } from './library-store.ts';
 import { clearDriftOp } from './drift-marks.ts';
+import { recordedAccountPassword } from './library-store.ts';
 import { changePasswordWithWal, walKey } from './rotation.ts';
 import { libraryLender } from './library-lend.ts';
 import { LibraryQueue, MAX_WAIT_SECONDS } from './library-queue.ts';
@@ -80,6 +81,7 @@ async function setAvailablePassword(engine: Engine, name: string, dn: string, op
     commit: (password, changedDn) => [putAccountOp({ state: 'available', name, dn: changedDn, password }), ...(opts.also ?? [])],
     commitConditions: opts.conditions,
     fence: opts.fence,
+    recorded: () => recordedAccountPassword(engine.storage, name),
   });
   return changed !== undefined;
 }
@@ -120,6 +122,7 @@ export async function checkInAccount(engine: Engine, name: string, accept: (acco
         const end = await engine.ctx.system.leaseEnd(account.borrower.lease_id);
         return end ? [end] : [];
       },
+      recorded: () => recordedAccountPassword(engine.storage, name),
     }).finally(() => queue?.handed(account.borrower.set, heir, freed && { name, snapshot: freed }));
     return changed !== undefined;
   });
@@ -213,7 +216,7 @@ async function checkInTargets(engine: Engine, setNameValue: string, set: Library
 }
 
 const checkInFields = {
-  service_account_names: field.commaList('Accounts to check in; may be omitted when the caller has exactly one checked out.'),
+  service_account_names: field.commaList('Accounts to check in; may be omitted when the caller has exactly one checked out.', { matchKey: canonicalAccount }),
 };
 
 export function libraryCheckoutPart(engine: Engine): LdapEnginePart {

@@ -77,6 +77,12 @@ export const canonicalAccount = (name: string): string => name.toLowerCase();
 export const accountSegment = (name: string): string => encodeURIComponent(canonicalAccount(name));
 const accountKey = (name: string) => ACCOUNT_PREFIX + accountSegment(name);
 
+/** The password the server holds for an account (its borrower's while lent) and its entry, for directory-writes.ts. */
+export async function recordedAccountPassword(storage: StorageView, name: string): Promise<{ dn: string; password: string } | undefined> {
+  const state = (await readAccount(storage, name))?.state;
+  return state?.password && state.dn ? { dn: state.dn, password: state.password } : undefined;
+}
+
 export async function readLibrarySet(storage: StorageView, name: string): Promise<LibrarySet | undefined> {
   return storage.getJson(setKey(name), (raw) => librarySetSchema.parse(raw));
 }

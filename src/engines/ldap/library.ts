@@ -11,7 +11,7 @@ import { clearDriftOp } from './drift-marks.ts';
 import { accountWalTarget, enrollAccount, libraryCheckoutPart, setName } from './library-checkout.ts';
 import { MAX_WAIT_SECONDS } from './library-queue.ts';
 import {
-  SET_NAME, allLibrarySetNames, deleteAccountOp, deleteLibrarySetOp, listLibrarySets, putLibrarySetOp, readAccount,
+  SET_NAME, allLibrarySetNames, canonicalAccount, deleteAccountOp, deleteLibrarySetOp, listLibrarySets, putLibrarySetOp, readAccount,
   readLibrarySet, unchangedAccount, type AccountSnapshot, type LibrarySet,
 } from './library-store.ts';
 
@@ -19,7 +19,7 @@ const DAY = 24 * 3600;
 const DEFAULT_MAX_WAIT_SECONDS = 60;
 
 const fields = {
-  service_account_names: field.commaList('Directory accounts lent by this set (a list or a comma-separated string). Each must exist and belong to no other set or static role.'),
+  service_account_names: field.commaList('Directory accounts lent by this set (a list or a comma-separated string). Each must exist and belong to no other set or static role.', { matchKey: canonicalAccount }),
   ttl: field.duration('Length of one check-out before automatic check-in. Default 24h; 0 means unlimited.'),
   max_ttl: field.duration('Longest a check-out may last with renewals. Default 24h; 0 means unlimited.'),
   disable_check_in_enforcement: field.bool('When true, any caller may check an account in, not only the borrowing entity or token.'),

@@ -2,8 +2,10 @@
  * `rotate-root`: a new bind password that only the server knows. The change goes through the same
  * write-ahead path as every other password (target `root`, WAL at `wal/root`); while that WAL
  * exists the client also tries its password, so the engine keeps working whichever password the
- * directory ended up with. After success the previous password stays a bind fallback for
- * ROOT_GRACE_MS (replicas that have not caught up), then it is erased.
+ * directory ended up with. After success the previous password stays a bind fallback for at least
+ * ROOT_GRACE_MS (replicas that have not caught up), and is erased only once a bind with the recorded
+ * password is verified (a late directory write may have put an older one back: then the recorded one is
+ * written again through the fallback first). Older unconfirmed passwords are kept alike (bind-history.ts).
  *
  * With `rotation_period` or `rotation_schedule` on the config the leader also runs it on schedule
  * (root-rotation.ts): the same change, fenced as leader work.
@@ -11,18 +13,39 @@
 import { definePath } from '../../core/framework.ts';
 import type { StorageCondition } from '../../core/storage/types.ts';
 import { CONFIG_KEY, ROOT_GRACE_MS, putConfigOp, readConfig, readConfigSnapshot, type LdapEngine, type LdapEnginePart } from './config.ts';
+import { bindHistory } from './bind-history.ts';
+import { FencedWriteError, verifyDirectoryPassword, type VerifiedAccount } from './directory-writes.ts';
 import { changePasswordWithWal, readWal } from './rotation.ts';
 import { failedState, rootRotationPlan, rootRotationTimer, rotatedState } from '../root-rotation.ts';
 import { ROTATE_ROOT, counted } from '../../telemetry/families.ts';
 
 export const ROOT_TARGET = 'root';
 
+/** How soon a previous bind password's erasure is tried again after the directory could not be verified. */
+const ERASE_RETRY_MS = 60_000;
+/** When each engine last failed to verify bindpass: the leader's periodic refresh does not bind again before the retry. */
+const unverifiedAt = new WeakMap<LdapEngine, number>();
+
+/** The bind account as directory-writes.ts verifies it: the config's bindpass on the bind entry (`dn` when known). */
+function bindAccountCheck(engine: LdapEngine, dn?: string): VerifiedAccount {
+  return {
+    target: ROOT_TARGET,
+    recorded: async () => {
+      const config = await readConfig(engine.storage);
+      if (!config) return undefined;
+      return { dn: dn ?? (await (await engine.connections.get()).client.findBindEntry()).dn, password: config.bindpass };
+    },
+    pending: async () => (await readWal(engine.storage, ROOT_TARGET))?.new_password,
+  };
+}
+
 /**
  * Rotates the bind password; finishes an unfinished rotation with its WAL password first. `scheduled` is the leader's
  * automated rotation: only when it is still due (a rotate-root elsewhere moves it) and only while this node leads (the
- * fence). False when nothing was rotated.
+ * fence). `fenced` alone is other leader work (finishing an interrupted rotation at takeover). False when nothing was
+ * rotated, or this node stopped leading.
  */
-export async function rotateRoot(engine: LdapEngine, { scheduled = false } = {}): Promise<boolean> {
+export async function rotateRoot(engine: LdapEngine, { scheduled = false, fenced = scheduled }: { scheduled?: boolean; fenced?: boolean } = {}): Promise<boolean> {
   const rotated = await engine.locks.run(CONFIG_KEY, async () => {
     if (scheduled) {
       const config = await readConfig(engine.storage);
@@ -42,10 +65,19 @@ export async function rotateRoot(engine: LdapEngine, { scheduled = false } = {})
         const { config: current, raw } = (await readConfigSnapshot(engine.storage))!;
         commitConditions.push({ key: CONFIG_KEY, expected: raw });
         const now = engine.clock.now();
-        return [putConfigOp({ ...rotatedState(current, now), bindpass: password, last_bind_password: current.bindpass, last_bind_password_rotation: now })];
+        // The previous one and every older one not yet verified away stay fallbacks: a late write may put one back.
+        const unconfirmed = bindHistory([current.last_bind_password, ...current.unconfirmed_bind_passwords].filter((p) => p !== current.bindpass), password);
+        return [putConfigOp({
+          ...rotatedState(current, now), bindpass: password, last_bind_password: current.bindpass, last_bind_password_rotation: now, unconfirmed_bind_passwords: unconfirmed,
+        })];
       },
       commitConditions,
-      fence: scheduled ? engine.ctx.system.fence() : undefined,
+      fence: fenced ? engine.ctx.system.fence() : undefined,
+      recorded: bindAccountCheck(engine, entry.dn).recorded,
+    }).catch((err: unknown) => {
+      if (!(err instanceof FencedWriteError)) throw err;
+      engine.ctx.logger.warn({ err: { message: err.message } }, 'rotate-root stopped: this node no longer leads');
+      return undefined;
     });
     return changed !== undefined;
   });
@@ -69,20 +101,36 @@ async function recordRootFailure(engine: LdapEngine, message: string): Promise<v
   });
 }
 
-/** Erases the previous bind password once its grace period is over. */
-function scheduleGraceEnd(engine: LdapEngine): void {
-  engine.clock.setTimer(ROOT_GRACE_MS + 1, () => void eraseExpiredPrevious(engine).catch((err: unknown) =>
-    engine.ctx.logger.warn({ err: { message: (err as Error).message } }, 'erasing the previous bind password failed')));
+/** Erases the previous bind passwords once their grace period is over and bindpass is verified; tries again until then. */
+function scheduleGraceEnd(engine: LdapEngine, delayMs = ROOT_GRACE_MS + 1): void {
+  engine.clock.setTimer(delayMs, () => void eraseExpiredPrevious(engine).then((kept) => {
+    if (kept && engine.ctx.system.leading()) scheduleGraceEnd(engine, ERASE_RETRY_MS);
+  }, (err: unknown) => engine.ctx.logger.warn({ err: { message: (err as Error).message } }, 'erasing the previous bind password failed')));
 }
 
-/** Leader work, fenced, and guarded on the config as read: a config written meanwhile is not undone. */
-export async function eraseExpiredPrevious(engine: LdapEngine): Promise<void> {
-  await engine.locks.run(CONFIG_KEY, async () => {
+/**
+ * Leader work, fenced, and guarded on the config as read: a config written meanwhile is not undone. A password is
+ * erased only after a bind with bindpass is verified (repaired first when the directory refuses it): true when the
+ * previous passwords had to be kept for now.
+ */
+export async function eraseExpiredPrevious(engine: LdapEngine): Promise<boolean> {
+  return engine.locks.run(CONFIG_KEY, async () => {
     const snapshot = await readConfigSnapshot(engine.storage);
-    if (!snapshot) return;
+    if (!snapshot) return false;
     const { config, raw } = snapshot;
-    if (!config.last_bind_password || engine.clock.now() - config.last_bind_password_rotation < ROOT_GRACE_MS) return;
-    await engine.storage.transaction([putConfigOp({ ...config, last_bind_password: '' })], [{ key: CONFIG_KEY, expected: raw }], [engine.ctx.system.fence()]);
+    if (!config.last_bind_password && !config.unconfirmed_bind_passwords.length) return false;
+    if (engine.clock.now() - config.last_bind_password_rotation < ROOT_GRACE_MS) return false;
+    if (!engine.ctx.system.leading()) return false;
+    if (engine.clock.now() - (unverifiedAt.get(engine) ?? -Infinity) < ERASE_RETRY_MS) return true;
+    const result = await engine.locks.run(`wal/${ROOT_TARGET}`, () => verifyDirectoryPassword(engine, bindAccountCheck(engine), 'grace_end'));
+    if (result !== 'verified' && result !== 'repaired') {
+      engine.ctx.logger.warn({ result }, 'the previous bind passwords are kept: a bind with the recorded one could not be verified');
+      unverifiedAt.set(engine, engine.clock.now());
+      return true;
+    }
+    await engine.storage.transaction([putConfigOp({ ...config, last_bind_password: '', unconfirmed_bind_passwords: [] })],
+      [{ key: CONFIG_KEY, expected: raw }], [engine.ctx.system.fence()]);
+    return false;
   });
 }
 
@@ -112,14 +160,13 @@ export function rotateRootPart(engine: LdapEngine): LdapEnginePart {
     ],
     async lead() {
       const config = await readConfig(engine.storage);
-      if (config?.last_bind_password) {
-        const left = config.last_bind_password_rotation + ROOT_GRACE_MS - engine.clock.now();
-        if (left <= 0) await eraseExpiredPrevious(engine);
-        else scheduleGraceEnd(engine);
+      if (config?.last_bind_password || config?.unconfirmed_bind_passwords.length) {
+        // Never waited for here: the erasure binds to the directory first.
+        scheduleGraceEnd(engine, Math.max(0, config.last_bind_password_rotation + ROOT_GRACE_MS - engine.clock.now()) + 1);
       }
-      // A rotate-root that crashed or failed to record its result: finish it with the same password.
+      // A rotate-root that crashed or failed to record its result: finish it with the same password, as leader work.
       if (config && (await readWal(engine.storage, ROOT_TARGET))) {
-        void rotateRoot(engine).then(() => timer.refresh(), (err: unknown) =>
+        void rotateRoot(engine, { fenced: true }).then(() => timer.refresh(), (err: unknown) =>
           engine.ctx.logger.warn({ err: { message: (err as Error).message } }, 'finishing an interrupted rotate-root failed; the next rotate-root retries it'));
       }
       await timer.start();

@@ -12,6 +12,11 @@
  * Across the nodes of a cluster the WAL is also the lock: a fresh WAL is written only where none is (compare-and-set),
  * so a node that finds another node's change under way applies that change's password too (a replace with the same
  * value), and the commit is guarded on the WAL it used, so of two changes of one account exactly one records it.
+ *
+ * The directory write itself is "possibly applied until proven otherwise" (directory-writes.ts): it is never re-sent
+ * after its answer failed to come, it is conditional on the entry as read just before it where the directory supports
+ * the Assertion Control, leader work checks its fence right before it, and a write not recorded as applied is followed
+ * by a verification bind (and a repair when the directory refuses what the server serves).
  */
 import { z } from 'zod';
 import { ConflictError, StrongroomError } from '../../core/errors.ts';
@@ -19,9 +24,12 @@ import { randomHex } from '../../core/ids.ts';
 import type { StorageCondition, StorageOp } from '../../core/storage/types.ts';
 import { jsonBytes, type PreparedWrite, type StorageView } from '../../core/storage/view.ts';
 import type { AccountRef, LdapClient } from '../../providers/ldap/client.ts';
-import { LdapProviderError } from '../../providers/ldap/errors.ts';
+import { ASSERTION_FAILED } from '../../providers/ldap/assertion-control.ts';
+import { LdapProviderError, UnknownWriteOutcomeError } from '../../providers/ldap/errors.ts';
+import type { DirectoryWriteOutcome } from '../../telemetry/families.ts';
 import { refuseBindAccount } from './accounts.ts';
 import { generatePassword, passwordSource, type LdapConfig, type LdapEngine } from './config.ts';
+import { FencedWriteError, checkFence, fenceHolds, verifyDirectoryPassword, type RecordedPassword, type VerificationResult } from './directory-writes.ts';
 
 // ---- write-ahead log -------------------------------------------------------------------------------
 
@@ -112,9 +120,15 @@ export interface PasswordChangeRequest {
   rotatesBindAccount?: boolean;
   /**
    * The leader's fence (SystemView.fence) for a change the leader's own schedule started: its WAL and its record land
-   * only while this node leads. A change that finds its fence gone returns undefined.
+   * only while this node leads. A change that finds its fence gone before its WAL returns undefined; one that finds it
+   * gone right before its directory write, or at its record, throws FencedWriteError.
    */
   fence?: PreparedWrite;
+  /**
+   * The password the server serves for the account, read fresh (see directory-writes.ts): verified by a bind after a
+   * write that was not recorded as applied, and written again when the directory refuses it. None: no verification.
+   */
+  recorded?(): Promise<RecordedPassword | undefined>;
 }
 
 export interface PasswordChangeResult {
@@ -177,15 +191,33 @@ export async function changePasswordWithWal(engine: Pick<LdapEngine, 'storage' |
       if (!(await storage.transaction(req.prepare, conditions, fence))) return undefined;
     }
 
+    const verify = async (outcome: DirectoryWriteOutcome): Promise<VerificationResult> => {
+      if (!req.recorded) return 'nothing';
+      return verifyDirectoryPassword(engine, { target: req.target, recorded: req.recorded, pending: async () => (await readWal(storage, req.target))?.new_password }, outcome);
+    };
+    /** The entry last written to, for a write whose answer never came. */
+    let sentTo: string | undefined;
+    const write = async (target: string, password: string): Promise<void> => {
+      // The entry's state is read first: the fence check then sits right before the write, and anything that changes
+      // the entry after the read (a newer rotation, another node's) makes a late arrival of this write refused.
+      const guard = await client.writeGuard(target);
+      await checkFence(engine, req.target, req.fence);
+      sentTo = target;
+      await client.setPassword(target, password, guard);
+    };
     let dn: string;
     try {
-      dn = await applyPassword(client, req, wal, refuseBind);
+      dn = await applyPassword(client, req, wal, refuseBind, write);
     } catch (err) {
       // The directory refused the value itself (constraint violation, unwilling to perform: quality or
       // history rules) for a password already tried once, so it does not hold it and never will: the
       // next attempt generates a new one (Vault #125). Any other failure leaves the WAL in place.
       if (reusedWal && err instanceof LdapProviderError && REFUSED_VALUE_CODES.has(err.ldapCode ?? -1)) await deleteWal(storage, req.target);
-      throw err;
+      const outcome = err instanceof UnknownWriteOutcomeError ? 'unknown' : err instanceof LdapProviderError && err.ldapCode === ASSERTION_FAILED ? 'refused' : undefined;
+      // When a bind proves the directory holds this change's password (its answer was lost, or another node applied the
+      // same WAL first), it is recorded as applied; the commit's guard on the WAL decides who records it.
+      if (!outcome || !sentTo || (await verify(outcome)) !== 'pending') throw err;
+      dn = sentTo;
     }
 
     const ops = await req.commit(wal.new_password, dn);
@@ -195,23 +227,32 @@ export async function changePasswordWithWal(engine: Pick<LdapEngine, 'storage' |
       const guards = [...(req.commitConditions ?? []), { key: walKey(req.target), expected: walRaw }];
       recorded = await storage.transaction([...ops, { type: 'delete', key: walKey(req.target) }], guards, [...alongside, ...fence]);
     } catch (err) {
+      await verify('unrecorded');
       throw new UnrecordedPasswordError(err);
     }
-    if (!recorded) throw new ConflictError(`the record of "${req.target}" changed while its password was being changed; the write-ahead log keeps the new password`);
+    if (!recorded) {
+      if (req.fence && !(await fenceHolds(engine, req.fence))) {
+        await verify('fenced');
+        throw new FencedWriteError(req.target, 'after');
+      }
+      await verify('unrecorded');
+      throw new ConflictError(`the record of "${req.target}" changed while its password was being changed; the write-ahead log keeps the new password`);
+    }
     return { password: wal.new_password, dn, reusedWal };
   });
 }
 
 /** Writes the WAL's password to the account; returns the DN changed. `refuse` throws for a DN found by search that may not change. */
-async function applyPassword(client: LdapClient, req: PasswordChangeRequest, wal: WalEntry, refuse: (dn: string) => void): Promise<string> {
+async function applyPassword(client: LdapClient, req: PasswordChangeRequest, wal: WalEntry, refuse: (dn: string) => void,
+  write: (dn: string, password: string) => Promise<void>): Promise<string> {
   if (req.account.dn) {
-    await client.setPassword(req.account.dn, wal.new_password);
+    await write(req.account.dn, wal.new_password);
     return req.account.dn;
   }
   const known = req.knownDn || wal.dn;
   if (known) {
     try {
-      await client.setPassword(known, wal.new_password);
+      await write(known, wal.new_password);
       return known;
     } catch (err) {
       // Only a vanished entry is worth a search; anything else is the answer for this attempt.
@@ -221,7 +262,7 @@ async function applyPassword(client: LdapClient, req: PasswordChangeRequest, wal
   const { dn } = await client.resolveAccount(req.account);
   refuse(dn);
   await req.found?.(dn);
-  await client.setPassword(dn, wal.new_password);
+  await write(dn, wal.new_password);
   return dn;
 }
 

@@ -1,11 +1,14 @@
 /** `static-cred/:name` (the current password) and `rotate-role/:name` (rotate now). */
-import { BadRequestError, StrongroomError } from '../../core/errors.ts';
+import { BadRequestError, NotFoundError, StrongroomError } from '../../core/errors.ts';
 import { definePath, lowerName } from '../../core/framework.ts';
+import { refuseServingBindAccount, reportBindAccountRoles } from './bind-account-roles.ts';
 import type { LdapEngine, LdapEnginePart } from './config.ts';
 import { NAME_PATTERN, plannedRotation, readStaticRole, rfc3339, rotateStaticRole } from './static-roles.ts';
 
 export function staticCredsPart(engine: LdapEngine): LdapEnginePart {
   return {
+    // Reported, never fatal: a failed scan must not keep the mount from starting.
+    initialize: () => reportBindAccountRoles(engine).catch((err: unknown) => engine.ctx.logger.warn({ mount: engine.ctx.mount.path, err: (err as Error).message }, 'the scan for static roles on the bind account failed')),
     paths: [
       definePath({
         pattern: `static-cred/(?<name>${NAME_PATTERN})`,
@@ -15,7 +18,8 @@ export function staticCredsPart(engine: LdapEngine): LdapEnginePart {
           read: async (req) => {
             const name = req.params.name!.toLowerCase();
             const role = await readStaticRole(engine.storage, name);
-            if (!role) throw new BadRequestError(`unknown role: ${name}`);
+            if (!role) throw new NotFoundError(`unknown role: ${name}`);
+            await refuseServingBindAccount(engine, role);
             const now = engine.clock.now();
             // Seconds until the password changes next; 0 when only a rotation by hand changes it (as Vault answers).
             const plan = plannedRotation(role, now);

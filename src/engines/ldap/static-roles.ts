@@ -8,12 +8,13 @@ import { BadRequestError, ConflictError, StrongroomError } from '../../core/erro
 import { field } from '../../core/fields.ts';
 import { definePath, type BackendRequest, lowerName } from '../../core/framework.ts';
 import type { StorageOp } from '../../core/storage/types.ts';
-import { jsonBytes, type StorageView } from '../../core/storage/view.ts';
+import { jsonBytes, type PreparedWrite, type StorageView } from '../../core/storage/view.ts';
 import { dnEquals, isValidDn } from '../../providers/ldap/dn.ts';
 import { LdapProviderError } from '../../providers/ldap/errors.ts';
 import { ScheduleError, nextDue, resolveSchedule, sameSchedule, storedSchedule, storedScheduleFields, whenToRun, type RotationSchedule, type ScheduleFields } from '../../lib/rotation-schedule.ts';
-import { refuseBindAccount, type AccountIdentity, type AccountOwner } from './accounts.ts';
+import { dnKey, refuseBindAccount, usernameKey, type AccountIdentity, type AccountOwner } from './accounts.ts';
 import { missingConfigError, readConfig, type LdapEngine, type LdapEnginePart } from './config.ts';
+import { FencedWriteError, type RecordedPassword } from './directory-writes.ts';
 import { clearDriftOp, readDriftMark } from './drift-marks.ts';
 import { UnrecordedPasswordError, changePasswordWithWal, listWalTargets, readWal, walKey } from './rotation.ts';
 import { retryDelayMs } from './scheduler.ts';
@@ -115,8 +116,10 @@ export async function readStaticRoles(storage: StorageView): Promise<StaticRole[
 }
 
 const owner = (name: string): AccountOwner => ({ kind: 'static-role', name });
-const identities = (role: Pick<StaticRole, 'username' | 'dn' | 'resolved_dn'>): AccountIdentity[] =>
-  [{ username: role.username, dn: role.resolved_dn || role.dn || undefined }];
+/** The directory account a role manages, by every name stored for it. */
+export const staticRoleAccount = (role: Pick<StaticRole, 'username' | 'dn' | 'resolved_dn'>): AccountIdentity =>
+  ({ username: role.username, dn: role.resolved_dn || role.dn || undefined });
+const identities = (role: Pick<StaticRole, 'username' | 'dn' | 'resolved_dn'>): AccountIdentity[] => [staticRoleAccount(role)];
 
 export const rfc3339 = (ms: number): string => (ms > 0 ? new Date(ms).toISOString() : '0001-01-01T00:00:00Z');
 
@@ -164,9 +167,10 @@ function firstDue(role: StaticRole, now: number): number {
  *
  * `scheduled` is the leader's schedule: it rotates only a role whose planned time has come (the schedule may be older
  * than a rotation by hand on another node, or than a closed window) and only while this node leads (the fence).
- * Undefined when there was nothing to rotate.
+ * `fence` alone is other leader work (drift take-back): any time, but only while this node leads.
+ * Undefined when there was nothing to rotate, or this node stopped leading.
  */
-export async function rotateStaticRole(engine: LdapEngine, name: string, { scheduled = false } = {}): Promise<StaticRole | undefined> {
+export async function rotateStaticRole(engine: LdapEngine, name: string, { scheduled = false, fence = undefined as PreparedWrite | undefined } = {}): Promise<StaticRole | undefined> {
   return engine.locks.run(staticRoleKey(name), async () => {
     const snapshot = await readStaticRoleSnapshot(engine.storage, name);
     if (!snapshot) {
@@ -208,7 +212,8 @@ export async function rotateStaticRole(engine: LdapEngine, name: string, { sched
         },
         // Recorded over the role as read: an update or another rotation meanwhile fails this record (the WAL keeps the password).
         commitConditions: [{ key: staticRoleKey(name), expected: snapshot.raw }],
-        fence: scheduled ? engine.ctx.system.fence() : undefined,
+        fence: scheduled ? engine.ctx.system.fence() : fence,
+        recorded: () => recordedPassword(engine.storage, name),
       });
       // The fence failed: this node no longer leads, and the leader's schedule has the role.
       if (!changed) return undefined;
@@ -220,6 +225,11 @@ export async function rotateStaticRole(engine: LdapEngine, name: string, { sched
     } catch (err) {
       // The claim of a newly found DN is only kept once the role records that DN.
       if (searchedDn !== undefined) await releaseStaleDn(engine, name, searchedDn, role.resolved_dn);
+      // Leader work of a node that no longer leads: the leader's schedule has the role (and its WAL, if any).
+      if (err instanceof FencedWriteError) {
+        engine.ctx.logger.warn({ role: name, err: { message: err.message } }, 'static role rotation stopped: this node no longer leads');
+        return undefined;
+      }
       // Another node rotated the role at the same time, with the same password (it found this change's WAL, or this
       // change found its): that rotation is this one's, recorded once.
       const stored = err instanceof ConflictError ? await readStaticRole(engine.storage, name).catch(() => undefined) : undefined;
@@ -231,6 +241,13 @@ export async function rotateStaticRole(engine: LdapEngine, name: string, { sched
       throw err;
     }
   });
+}
+
+/** The password static-cred serves for the role and the entry it is for (verified by directory-writes.ts). */
+async function recordedPassword(storage: StorageView, name: string): Promise<RecordedPassword | undefined> {
+  const role = await readStaticRole(storage, name);
+  const dn = role && (role.resolved_dn || role.dn);
+  return role?.password && dn ? { dn, password: role.password } : undefined;
 }
 
 /** Releases the registry claim of `stale` unless it names the same entry as `kept`; best effort (logged). */
@@ -292,8 +309,8 @@ async function recordFailure(engine: LdapEngine, read: StaticRole, err: unknown,
 // ---- endpoint --------------------------------------------------------------------------------------
 
 const roleFields = {
-  username: field.string('Name of the existing entry, matched against userattr under userdn. Cannot change after creation.'),
-  dn: field.string('DN of the entry; when set it is used instead of the username search. Cannot change after creation.'),
+  username: field.string('Name of the existing entry, matched against userattr under userdn. Cannot change after creation.', { matchKey: usernameKey }),
+  dn: field.string('DN of the entry; when set it is used instead of the username search. Cannot change after creation.', { matchKey: dnKey }),
   rotation_period: field.duration('How often the password is rotated (duration or seconds, at least 5s). Exclusive with rotation_schedule.'),
   rotation_schedule: field.string('When the password is rotated: a standard 5-field cron expression in UTC (e.g. "0 2 * * 6"). Exclusive with rotation_period.'),
   rotation_window: field.duration('With rotation_schedule: a due rotation starts only within this long after its occurrence, else waits for the next (at least 1h).'),

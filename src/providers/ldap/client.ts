@@ -59,6 +59,15 @@ export interface BindCheck {
   usedFallback: boolean;
 }
 
+/**
+ * An entry's change marker as read before a conditional write: the write is sent with the Assertion Control on
+ * `(<attribute>=<value>)`, so the directory refuses it (result 122) once anything changed the entry since the read.
+ */
+export interface WriteGuard {
+  attribute: string;
+  value: string;
+}
+
 export interface AccountRef {
   /** Explicit DN: read at its own location, never re-resolved as a username or UPN. */
   dn?: string;
@@ -95,8 +104,17 @@ export interface LdapClient {
   resolveAccount(ref: AccountRef): Promise<LdapEntry>;
   /** The bind account's own entry (for rotate-root): by UPN under userdn when upndomain is set, else binddn. */
   findBindEntry(): Promise<LdapEntry>;
-  /** Writes a password with the schema's modify request. */
-  setPassword(dn: string, password: string): Promise<void>;
+  /**
+   * The entry's change marker for a conditional setPassword; undefined when the directory does not advertise the
+   * Assertion Control in its rootDSE or the entry has no marker (the write is then unconditional).
+   */
+  writeGuard(dn: string): Promise<WriteGuard | undefined>;
+  /**
+   * Writes a password with the schema's modify request, conditional on `guard` when given (result 122 when the entry
+   * changed since the guard was read). Never re-sent: a connection lost after the request left is an
+   * UnknownWriteOutcomeError, the connection is closed, and the write may still land.
+   */
+  setPassword(dn: string, password: string, guard?: WriteGuard): Promise<void>;
   add(dn: string, attributes: LdifAttribute[]): Promise<void>;
   modify(dn: string, changes: LdifModification[]): Promise<void>;
   delete(dn: string): Promise<void>;

@@ -23,6 +23,18 @@ export class LdapProviderError extends StrongroomError {
 }
 
 /**
+ * A password write whose request may have reached the directory but whose answer never came (a timeout, the
+ * connection lost after sending). It is never re-sent: the first request may still land, later than anything sent
+ * after it. The connection is closed; the engine treats the write as possibly applied until a bind proves otherwise.
+ */
+export class UnknownWriteOutcomeError extends LdapProviderError {
+  constructor(message: string, detail: string) {
+    super('connection', `${message} (the request may still reach the directory: its outcome is unknown)`, undefined, detail);
+    this.name = 'UnknownWriteOutcomeError';
+  }
+}
+
+/**
  * Result codes that describe the request rather than the server: a missing or duplicate entry,
  * a schema violation, a malformed DN. Everything else (bind failures, busy, unwilling, access
  * rights of the bind account) is the directory's side.
@@ -38,7 +50,7 @@ export const LDAP_RESULT_NAMES: Readonly<Record<number, string>> = {
   49: 'invalidCredentials', 50: 'insufficientAccessRights', 51: 'busy', 52: 'unavailable',
   53: 'unwillingToPerform', 54: 'loopDetect', 64: 'namingViolation', 65: 'objectClassViolation',
   66: 'notAllowedOnNonLeaf', 67: 'notAllowedOnRDN', 68: 'entryAlreadyExists', 69: 'objectClassModsProhibited',
-  80: 'other',
+  80: 'other', 122: 'assertionFailed',
 };
 
 /** Replaces every secret (longest first, so one secret inside another is fully hidden). */
@@ -58,6 +70,22 @@ export function ldapResultCode(err: unknown): number | undefined {
 export function isConnectionError(err: unknown): boolean {
   if (err instanceof LdapProviderError) return err.kind === 'connection';
   return ldapResultCode(err) === undefined;
+}
+
+/** Socket and DNS failures in words an operator acts on (which side is down), not Node's error codes alone. */
+const CONNECT_REASONS: Readonly<Record<string, string>> = {
+  ECONNREFUSED: 'connection refused', ENOTFOUND: 'host not found', EAI_AGAIN: 'host name lookup failed (temporary)',
+  ETIMEDOUT: 'timed out', ECONNRESET: 'connection reset', EHOSTUNREACH: 'host unreachable', ENETUNREACH: 'network unreachable',
+};
+
+/**
+ * "cannot connect to <url>: <reason>": a directory that could not be reached is never reported as a bind (password)
+ * failure, which would send the operator to check credentials.
+ */
+export function connectFailure(url: string, err: unknown, secrets: ReadonlyArray<string | undefined>): string {
+  const sysCode = (err as { code?: unknown } | null)?.code;
+  const reason = typeof sysCode === 'string' && CONNECT_REASONS[sysCode] ? CONNECT_REASONS[sysCode] : err instanceof LdapProviderError ? err.detail : describe(err);
+  return scrub(`cannot connect to ${url}: ${reason}`, secrets);
 }
 
 function describe(err: unknown): string {

@@ -9,15 +9,24 @@ import { Attribute, Change, Client, type Entry } from 'ldapts';
 import type { LdifAttribute, LdifModification, LdifRecord } from '../../lib/ldif/types.ts';
 import type {
   AccountRef, BindCheck, LdapClient, LdapConnectionConfig, LdapEntry,
-  LdifExecMode, LdifExecResult, TlsVersionName,
+  LdifExecMode, LdifExecResult, TlsVersionName, WriteGuard,
 } from './client.ts';
+import { ASSERTION_CONTROL_OID, AssertionControl } from './assertion-control.ts';
 import { escapeDnValue, isValidDn } from './dn.ts';
-import { LdapProviderError, isConnectionError, ldapResultCode, toProviderError } from './errors.ts';
+import { LdapProviderError, UnknownWriteOutcomeError, connectFailure, isConnectionError, ldapResultCode, toProviderError } from './errors.ts';
 import { andFilter, equalityFilter, isValidAttributeName } from './filter.ts';
 import { executeLdif } from './ldif-exec.ts';
 import { defaultUserAttr, passwordChanges } from './schemas.ts';
 
 const DEFAULT_TIMEOUT_SECONDS = 90;
+
+/**
+ * The change marker a conditional password write asserts. OpenLDAP keeps entryCSN on every entry it writes (lastmod,
+ * on by default) and gives it a new value, unique to the microsecond plus a counter, on every change: unlike
+ * modifyTimestamp (one-second granularity) two changes never share one, and unlike a userPassword hash it is readable
+ * by an account that may only write passwords. Directories without it (AD) get unconditional writes.
+ */
+const CHANGE_MARKER = 'entryCSN';
 
 const TLS_VERSIONS: Record<TlsVersionName, SecureVersion> = {
   tls10: 'TLSv1', tls11: 'TLSv1.1', tls12: 'TLSv1.2', tls13: 'TLSv1.3',
@@ -104,6 +113,8 @@ export class LdaptsClient implements LdapClient {
   readonly #urls: URL[];
   readonly #timeoutMs: number;
   #session: Promise<Session> | undefined;
+  /** Whether the rootDSE advertises the Assertion Control; kept once read (a failed read is asked again). */
+  #assertion: Promise<boolean> | undefined;
 
   constructor(config: LdapConnectionConfig) {
     this.#config = config;
@@ -158,7 +169,7 @@ export class LdaptsClient implements LdapClient {
       } catch (err) {
         await client?.unbind().catch(() => undefined);
         if (!isConnectionError(err)) throw err;
-        failures.push(toProviderError(err, `error connecting to host "${url.href}"`, this.#secrets).message);
+        failures.push(connectFailure(url.href, err, this.#secrets));
       }
     }
     throw new LdapProviderError('connection', failures.join('; '));
@@ -179,6 +190,8 @@ export class LdaptsClient implements LdapClient {
         if (ldapResultCode(err) !== 49) break; // only a wrong password is worth trying another password
       }
     }
+    // A plain connection opens at the first bind: a directory out of reach is a connection failure (#connect words it).
+    if (isConnectionError(lastErr)) throw lastErr;
     const which = passwords.length > 1 ? 'current and prior passwords' : 'current password';
     throw toProviderError(lastErr, `failed to bind as "${identity}" with ${which}`, this.#secrets);
   }
@@ -206,7 +219,7 @@ export class LdaptsClient implements LdapClient {
    * operation is retried once on a new one, but only if `retry`: an add that reached the server
    * before the drop would come back as entryAlreadyExists.
    */
-  async #run<T>(context: string, op: (c: Client) => Promise<T>, opts: { retry: boolean; secrets?: string[] }): Promise<T> {
+  async #run<T>(context: string, op: (c: Client) => Promise<T>, opts: { retry: boolean; secrets?: string[]; unknownWhenLost?: boolean }): Promise<T> {
     const secrets = [...this.#secrets, ...(opts.secrets ?? [])];
     for (let attempt = 0; ; attempt++) {
       const session = this.#getSession();
@@ -226,7 +239,12 @@ export class LdaptsClient implements LdapClient {
         return await op(client);
       } catch (err) {
         if (!isConnectionError(err)) throw toProviderError(err, context, secrets);
+        // ldapts has already destroyed a timed-out socket; the session goes with it, so nothing more is sent on it.
         this.#discard(session);
+        if (opts.unknownWhenLost) {
+          const lost = toProviderError(err, context, secrets);
+          throw new UnknownWriteOutcomeError(lost.message, lost.detail);
+        }
         if (!opts.retry || attempt > 0) throw toProviderError(err, context, secrets);
       }
     }
@@ -335,10 +353,33 @@ export class LdaptsClient implements LdapClient {
     return entry;
   }
 
-  async setPassword(dn: string, password: string): Promise<void> {
+  async writeGuard(dn: string): Promise<WriteGuard | undefined> {
+    if (!(await this.#supportsAssertion())) return undefined;
+    const value = (await this.findByDn(dn, [CHANGE_MARKER]))?.attributes[CHANGE_MARKER.toLowerCase()]?.[0];
+    return value ? { attribute: CHANGE_MARKER, value } : undefined;
+  }
+
+  #supportsAssertion(): Promise<boolean> {
+    const known = this.#assertion;
+    if (known) return known;
+    const reading = this.#run('read the rootDSE', async (c) => {
+      const { searchEntries } = await c.search('', { scope: 'base', filter: '(objectClass=*)', attributes: ['supportedControl'] });
+      const controls = searchEntries[0]?.supportedControl ?? [];
+      return (Array.isArray(controls) ? controls : [controls]).some((oid) => String(oid) === ASSERTION_CONTROL_OID);
+    }, { retry: true }).catch(() => {
+      // A rootDSE the account may not read, or a directory that did not answer: unconditional writes, asked again next time.
+      if (this.#assertion === reading) this.#assertion = undefined;
+      return false;
+    });
+    this.#assertion = reading;
+    return reading;
+  }
+
+  async setPassword(dn: string, password: string, guard?: WriteGuard): Promise<void> {
     const changes = passwordChanges(this.#config.schema ?? 'openldap', password, this.#config.credential_type);
-    // A replace is idempotent, so a retry after a dropped connection is safe.
-    await this.#run(`update password of "${dn}"`, (c) => c.modify(dn, changes.map(toLdapts)), { retry: true, secrets: [password] });
+    const controls = guard ? [new AssertionControl(guard.attribute, guard.value)] : undefined;
+    // Never re-sent (see LdapClient.setPassword): a replace is idempotent, but a late one undoes any change after it.
+    await this.#run(`update password of "${dn}"`, (c) => c.modify(dn, changes.map(toLdapts), controls), { retry: false, secrets: [password], unknownWhenLost: true });
   }
 
   async add(dn: string, attributes: LdifAttribute[]): Promise<void> {

@@ -1,11 +1,18 @@
-// `npm run emulator`: a long-running emulator for trying the engine locally. Generates a CA into a
-// directory, starts login/Graph/ARM on consecutive ports, seeds a tenant and prints what to export.
-import { writeFile } from 'node:fs/promises';
+// `npm run emulator`: a long-running emulator for trying the cloud mounts locally (README "Cloud secrets engine" and
+// "Cloud auth method" run it). Generates a CA into a directory, starts login/Graph/ARM on consecutive ports, seeds a
+// tenant with an application for Strongroom and a VM with a managed identity whose IMDS endpoint it serves, writes
+// what a client shell needs into <dir>/tenant.env (last: its presence means ready) and prints the README's commands.
+import { rename, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { generateTls } from './ca.ts';
+import { IMDS_TOKEN_PATH, registerImds, type ImdsHost } from './imds.ts';
 import { seedTenant } from './seed.ts';
 import { startEmulator } from './server.ts';
+
+/** The audience a workload asks IMDS for and auth/cloud/config expects, as in Azure. */
+const LOGIN_RESOURCE = 'https://management.azure.com/';
+const VM = { name: 'web01', resourceGroup: 'web-rg' };
 
 const { values } = parseArgs({
   options: {
@@ -19,42 +26,71 @@ const { values } = parseArgs({
 
 if (values.help) {
   console.log('usage: npm run emulator -- [--port 8443] [--dir .azure-emulator] [--page-size 100] [--replication-delay-ms 0]\n'
-    + 'Serves login on --port, Graph on --port+1, ARM on --port+2 (127.0.0.1).');
+    + 'Serves login (and IMDS) on --port, Graph on --port+1, ARM on --port+2 (127.0.0.1). The defaults come from\n'
+    + 'EMULATOR_PORT and EMULATOR_DIR when set. The directory holds the CA key: keep it out of version control.');
   process.exit(0);
 }
 
 const port = Number.parseInt(values.port, 10);
 const dir = resolve(values.dir);
 const tls = await generateTls(dir, { days: 30 });
+let imdsHost: ImdsHost | undefined;
 const emulator = await startEmulator({
   tlsCertPath: tls.certPath,
   tlsKeyPath: tls.keyPath,
   ports: { login: port, graph: port + 1, arm: port + 2 },
   pageSize: Number.parseInt(values['page-size'], 10),
+  extraResources: [{ uri: LOGIN_RESOURCE, service: 'arm' }],
+  extensions: [(routers) => registerImds(routers.login, () => imdsHost)],
 });
 const delay = Number.parseInt(values['replication-delay-ms'], 10);
 emulator.faults.replicationDelay({ servicePrincipalToArm: delay, servicePrincipalToGroups: delay });
 const tenant = seedTenant(emulator.state, { groups: ['strongroom-readers', 'strongroom-writers'] });
 for (const roleName of ['Strongroom Custom Reader']) emulator.state.addRoleDefinition({ roleName, actions: ['*/read'] });
+const vm = emulator.compute.addVirtualMachine({ subscriptionId: tenant.subscriptionId, ...VM });
+imdsHost = { vm, miTokens: emulator.miTokens, tokens: emulator.tokens, state: emulator.state };
 const environment = emulator.environment();
-const envFile = join(dir, 'environment.json');
-await writeFile(envFile, `${JSON.stringify(environment, null, 2)}\n`);
+await writeFile(join(dir, 'environment.json'), `${JSON.stringify(environment, null, 2)}\n`);
 
+// Not exported: a shell that sources it passes none of it to a server it starts (CLOUD_* would override stored config).
+const tenantEnv = {
+  EMULATOR_TENANT_ID: emulator.tenantId,
+  EMULATOR_SUBSCRIPTION_ID: tenant.subscriptionId,
+  EMULATOR_CLIENT_ID: tenant.admin.appId,
+  EMULATOR_CLIENT_SECRET: tenant.admin.clientSecret,
+  EMULATOR_ENVIRONMENT: environment.name,
+  EMULATOR_IMDS: `${emulator.url}${IMDS_TOKEN_PATH}`,
+};
+const envPath = join(dir, 'tenant.env');
+await writeFile(`${envPath}.tmp`, Object.entries(tenantEnv).map(([k, v]) => `${k}='${v.replaceAll("'", "'\\''")}'\n`).join(''), { mode: 0o600 });
+await rename(`${envPath}.tmp`, envPath);
+
+const header = '-H "X-Service-Token: $VAULT_TOKEN"';
 console.log(`Azure emulator for tenant ${emulator.tenantId}
   login ${emulator.url}   graph ${emulator.graphUrl}   arm ${emulator.armUrl}
+  application strongroom-admin (Owner of subscription ${tenant.subscriptionId}); groups ${Object.keys(tenant.groups).join(', ')}
+  virtual machine ${VM.name} in resource group ${VM.resourceGroup}, with a system-assigned managed identity; IMDS ${tenantEnv.EMULATOR_IMDS}
 
-# in the shell that runs Strongroom (Node reads NODE_EXTRA_CA_CERTS only at start):
-export NODE_EXTRA_CA_CERTS=${tls.caCertPath}
-export CLOUD_ENVIRONMENT_FILEPATH=${envFile}     # ${JSON.stringify(environment)}
-export CLOUD_ENVIRONMENT=${environment.name}
-export CLOUD_TENANT_ID=${emulator.tenantId}
-export CLOUD_SUBSCRIPTION_ID=${tenant.subscriptionId}
-export CLOUD_CLIENT_ID=${tenant.admin.appId}
-export CLOUD_CLIENT_SECRET='${tenant.admin.clientSecret}'
+# in the shell that starts Strongroom (Node reads NODE_EXTRA_CA_CERTS only at start), then the README's walkthrough:
+export EMULATOR_DIR=${dir}
+export NODE_EXTRA_CA_CERTS=$EMULATOR_DIR/ca.crt CLOUD_ENVIRONMENT_FILEPATH=$EMULATOR_DIR/environment.json
+. $EMULATOR_DIR/tenant.env
 
-groups: ${Object.entries(tenant.groups).map(([n, id]) => `${n}=${id}`).join('  ')}
-roles: Owner, Contributor, Reader, User Access Administrator, Storage Blob Data Owner, Strongroom Custom Reader
-managed identity endpoint: IDENTITY_ENDPOINT=${emulator.managedIdentity.endpoint} IDENTITY_HEADER=${emulator.managedIdentity.header}
+# log in through auth/cloud/ as the VM (README "Cloud auth method"):
+curl -sS --fail-with-body ${header} -X POST $VAULT_ADDR/v1/auth/cloud/config -d @- <<JSON
+{"tenant_id": "$EMULATOR_TENANT_ID", "resource": "${LOGIN_RESOURCE}", "environment": "$EMULATOR_ENVIRONMENT",
+ "client_id": "$EMULATOR_CLIENT_ID", "client_secret": "$EMULATOR_CLIENT_SECRET"}
+JSON
+curl -sS --fail-with-body ${header} -X POST $VAULT_ADDR/v1/auth/cloud/role/web -d @- <<JSON
+{"policies": ["app"], "bound_subscription_ids": ["$EMULATOR_SUBSCRIPTION_ID"], "bound_resource_groups": ["${VM.resourceGroup}"], "token_ttl": "1h"}
+JSON
+# on the VM: a managed-identity token from IMDS (Azure's is http://169.254.169.254${IMDS_TOKEN_PATH}), then a login
+JWT=$(curl -sS --fail-with-body --cacert $NODE_EXTRA_CA_CERTS -H Metadata:true \\
+  "$EMULATOR_IMDS?api-version=2018-02-01&resource=${LOGIN_RESOURCE}" | jq -r .access_token)
+curl -sS --fail-with-body -X POST $VAULT_ADDR/v1/auth/cloud/login -d @- <<JSON | jq .auth
+{"role": "web", "jwt": "$JWT", "subscription_id": "$EMULATOR_SUBSCRIPTION_ID", "resource_group_name": "${VM.resourceGroup}", "vm_name": "${VM.name}"}
+JSON
+
 Ctrl-C to stop.`);
 
 const stop = async (): Promise<void> => {
