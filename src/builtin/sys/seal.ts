@@ -60,7 +60,8 @@ export function sealPaths(core: Core, cluster: ClusterIdentity): PathDefinition[
       operations: {
         update: async (req) => {
           if (req.data.migrate) throw new BadRequestError('invalid value for field "migrate": Strongroom has no seal migration');
-          if (req.data.reset && !req.has('key')) return raw(sealStatus(core, cluster));
+          // As in Vault, a reset wins over a key sent along with it.
+          if (req.data.reset) return raw(sealStatus(core, cluster));
           const key = requireUnsealKey(req.data.key);
           try {
             await core.unseal(key);
