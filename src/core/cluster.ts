@@ -215,7 +215,7 @@ export class Cluster {
     const shared = this.#o.storage.shared;
     const { term } = this;
     if (this.#leading) {
-      this.#stepDown('the node is stopping');
+      this.#stepDown('the node is leaving the cluster (stopping, or sealed)');
       if (shared) await shared.releaseLeadership(this.nodeId, term).catch(() => undefined);
     }
     await this.#transitions;
@@ -307,7 +307,8 @@ export class Cluster {
     if (!this.#leading) return;
     this.#leading = false;
     this.#record = NOT_LEADING;
-    if (this.shared && !this.#stopped) this.#o.logger.warn({ node_id: this.nodeId, term: this.#term, reason }, 'this node no longer leads the cluster: its background work stops');
+    // Leaving on purpose is news, not trouble.
+    if (this.shared) this.#o.logger[this.#stopped ? 'info' : 'warn']({ node_id: this.nodeId, term: this.#term, reason }, 'this node no longer leads the cluster: its background work stops');
     void this.#transition(false);
   }
 

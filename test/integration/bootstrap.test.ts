@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -9,7 +8,7 @@ import { stringify } from 'yaml';
 import { applyBootstrap, BootstrapApplyError } from '../../src/bootstrap/apply.ts';
 import { parseBootstrap } from '../../src/bootstrap/load.ts';
 import { canBind, createIsolatedOu, type IsolatedOu } from '../support/slapd.ts';
-import { startNode, type NodeProcess } from '../support/node-process.ts';
+import { runNode as run, startNode, type NodeProcess } from '../support/node-process.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 
 const facts = inject('slapd');
@@ -146,18 +145,6 @@ describe('STRONGROOM_BOOTSTRAP at start', () => {
     expect((await n.request('GET', 'sys/health', { token: null })).status).toBe(200);
   });
 });
-
-/** Runs `args` with node to its exit: the code and what it printed on stderr. */
-function run(args: string[], env: Record<string, string>): Promise<{ code: number | null; stderr: string; stdout: string }> {
-  return new Promise((resolve) => {
-    const p = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stderr = '';
-    let stdout = '';
-    p.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-    p.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
-    p.once('exit', (code) => resolve({ code, stderr, stdout }));
-  });
-}
 
 const INVALID = [
   'mounts:',
