@@ -1,6 +1,6 @@
 import { DatabaseSync } from 'node:sqlite';
 import { closeSync, openSync, readFileSync, writeFileSync } from 'node:fs';
-import { PRIVATE_FILE_MODE } from './file-modes.ts';
+import { PRIVATE_FILE_MODE, privateFiles } from './file-modes.ts';
 
 /**
  * One SQLite store, one server. The store's process holds an exclusive transaction open on a lock database beside it
@@ -20,14 +20,17 @@ export function lockStore(path: string): StoreLock {
   closeSync(openSync(lockPath, 'a', PRIVATE_FILE_MODE));
   const db = new DatabaseSync(lockPath);
   try {
-    // No waiting: a store in use is refused at once, not after a timeout.
-    db.exec('PRAGMA busy_timeout=0; BEGIN EXCLUSIVE');
+    // No waiting: a store in use is refused at once, not after a timeout. Nothing is ever written, so the lock
+    // database needs no journal file beside it.
+    db.exec('PRAGMA busy_timeout=0; PRAGMA journal_mode=MEMORY; BEGIN EXCLUSIVE');
   } catch (err) {
     db.close();
     if ((err as { errcode?: number }).errcode !== 5 /* SQLITE_BUSY */) throw err;
     throw new StoreInUseError(`the store ${path} is in use by another Strongroom process${holder(pidPath)}; one SQLite store serves one server (stop that one first, or use PostgreSQL storage for several nodes)`);
   }
   writeFileSync(pidPath, `${process.pid}\n`, { mode: PRIVATE_FILE_MODE });
+  // Owner-only like the store's other files, also when an earlier run left them looser.
+  privateFiles(lockPath, pidPath);
   return {
     release() {
       if (!db.isOpen) return;
