@@ -175,8 +175,15 @@ export class Core {
       this.#sealChanging = true;
       try {
         await this.barrier.unseal(unsealKey);
-        await this.#follow();
-        await this.cluster.start();
+        try {
+          await this.#follow();
+          await this.cluster.start();
+        } catch (err) {
+          // Half unsealed is not served: the node stays sealed, and the operator sees why and tries again.
+          await this.cluster.stop();
+          this.barrier.seal();
+          throw err;
+        }
       } finally {
         this.#sealChanging = false;
       }
