@@ -1,33 +1,44 @@
-import { UnsealError } from './core/barrier.ts';
-import { StorageUnavailableError } from './core/storage/types.ts';
+import { VERSION } from './core/version.ts';
 import { createLogger } from './logger.ts';
-import { createServer, StartupError, type Server } from './server.ts';
-import { loadSettings, SettingsError } from './settings.ts';
+import { createServer, type Server } from './server.ts';
+import { loadSettings, storageUrl } from './settings.ts';
+import { EXIT, listenFailure, notice, startupFailure, usage } from './startup.ts';
 import { applyAndLog, BootstrapApplyError, BootstrapInvalidError, loadOptions, reloader } from './bootstrap/run.ts';
 import { loadBootstrapFile, type LoadedFile } from './bootstrap/load.ts';
 
 /**
- * Exit codes: 0 clean stop, 2 bad settings, 3 wrong unseal key, 4 storage failed while running (the supervisor
- * should restart the server), 5 the storage's database could not be reached at start (start again once it is up;
- * a database lost later is waited for, not exited on), 6 the bootstrap file could not be applied (what was applied
- * before the failure stays; an invalid file is 2 and changes nothing), 1 anything else.
+ * Exit codes (startup.ts lists them): a failure to start is one line on stderr and its code, never a stack trace. A
+ * database lost while running is waited for, not exited on; a store that failed outright exits 4 for a restart.
  */
-const EXIT_STORAGE_FAILED = 4;
-const EXIT_STORAGE_UNREACHABLE = 5;
-const EXIT_BOOTSTRAP_FAILED = 6;
+const EXIT_STORAGE_FAILED = EXIT.storageFailed;
+const EXIT_BOOTSTRAP_FAILED = EXIT.bootstrap;
 /**
  * From a storage failure to the exit: requests keep getting their 503 meanwhile and the fatal line reaches the
  * log. Short, because nothing served in between can be right.
  */
 const STORAGE_FAILURE_GRACE_MS = 2000;
 
+/** One line on stderr and the exit code; nothing after it runs. */
+function fail({ code, line }: { code: number; line: string }): never {
+  process.stderr.write(`strongroom: ${line}\n`);
+  process.exit(code);
+}
+
 async function main(): Promise<void> {
+  const argv = process.argv.slice(2);
+  if (argv.includes('--help') || argv.includes('-h')) {
+    process.stdout.write(usage());
+    return;
+  }
+  if (argv.includes('--version')) {
+    process.stdout.write(`strongroom ${VERSION}\n`);
+    return;
+  }
   let settings;
   try {
-    settings = loadSettings(process.env, process.argv.slice(2));
+    settings = loadSettings(process.env, argv);
   } catch (err) {
-    process.stderr.write(`strongroom: invalid settings: ${(err as Error).message}\n`);
-    process.exit(2);
+    fail(startupFailure(err));
   }
   const logger = createLogger(settings.STRONGROOM_LOG_LEVEL);
   // Installed before anything slow (unseal, waiting for a peer or the database, the bootstrap): as PID 1 in a
@@ -40,7 +51,8 @@ async function main(): Promise<void> {
     logger.info({ signal, starting: !server }, 'shutting down');
     // Start-up is crash-safe (every step survives kill -9), so one cut short needs no more than the close.
     await server?.close();
-    process.exit(0);
+    logger.info({ signal }, 'strongroom stopped');
+    process.exit(EXIT.stopped);
   };
   process.once('SIGINT', () => void stop('SIGINT'));
   process.once('SIGTERM', () => void stop('SIGTERM'));
@@ -51,27 +63,34 @@ async function main(): Promise<void> {
     try {
       bootstrap = loadBootstrapFile(bootstrapFile, loadOptions(settings));
     } catch (err) {
-      if (!(err instanceof BootstrapInvalidError)) throw err;
+      if (!(err instanceof BootstrapInvalidError)) fail(startupFailure(err));
       process.stderr.write(`strongroom: invalid bootstrap file ${err.message}\n${err.lines().map((l) => `  ${l}\n`).join('')}`);
-      process.exit(2);
+      process.exit(EXIT.settings);
     }
   }
   try {
     server = await createServer(settings, logger);
   } catch (err) {
-    if (err instanceof UnsealError) {
-      process.stderr.write(`strongroom: cannot unseal the store: ${err.message}. Nothing was changed.\n`);
-      process.exit(3);
-    }
-    if (err instanceof StorageUnavailableError) {
-      process.stderr.write(`strongroom: ${err.message}. Start again once the database is reachable.\n`);
-      process.exit(EXIT_STORAGE_UNREACHABLE);
-    }
-    if (err instanceof StartupError) {
-      process.stderr.write(`strongroom: ${err.message}\n`);
-      process.exit(2);
-    }
-    throw err;
+    fail(startupFailure(err));
+  }
+  // Shown before anything else can fail (the bootstrap, the listener): a start that fails after initialising the
+  // store has still handed over its root token. sys/generate-root makes another from the unseal key.
+  if (server.generatedKeyFile) {
+    process.stderr.write(notice('NO UNSEAL KEY WAS GIVEN: ONE WAS GENERATED', [
+      `into ${server.generatedKeyFile}, beside the data it opens. Without it the data is lost for good.`,
+      'Back it up now, keep the copy apart from the data, and set STRONGROOM_UNSEAL_KEY_FILE to it in production',
+      '(make one yourself with: openssl rand -base64 32 > unseal.key).',
+    ]));
+  }
+  if (storageUrl(settings) === 'memory') {
+    process.stderr.write(notice(settings.STRONGROOM_DEV ? 'DEV MODE: NOTHING IS KEPT' : 'MEMORY STORAGE: NOTHING IS KEPT', [
+      'Every secret, token, policy and mount lives in this process only and is lost when it stops.',
+      'Not for production: set STRONGROOM_STORAGE (sqlite:<path> or postgres://...) to keep data.',
+    ]));
+  }
+  if (server.rootToken) {
+    // Printed once, to the terminal only: the token is never logged.
+    process.stdout.write(`\nStrongroom initialised. Root token (shown once, store it safely):\n\n    ${server.rootToken}\n\n`);
   }
   if (bootstrapFile && bootstrap) {
     try {
@@ -92,10 +111,6 @@ async function main(): Promise<void> {
     if (reapply) void reapply();
     else logger.warn('SIGUSR2 re-applies a bootstrap file, and none is set (STRONGROOM_BOOTSTRAP): nothing was done');
   });
-  if (server.rootToken) {
-    // Printed once, to the terminal only: the token is never logged and cannot be recovered later.
-    process.stdout.write(`\nStrongroom initialised. Root token (shown once, store it safely):\n\n    ${server.rootToken}\n\n`);
-  }
   server.storage.onFailure((err) => {
     logger.fatal({ reason: err.message, exitCode: EXIT_STORAGE_FAILED, graceMs: STORAGE_FAILURE_GRACE_MS }, 'storage failed: every request is refused with 503 and the process exits for a restart');
     setTimeout(() => process.exit(EXIT_STORAGE_FAILED), STORAGE_FAILURE_GRACE_MS);
@@ -105,7 +120,12 @@ async function main(): Promise<void> {
     else logger.info('storage reachable again');
   });
   const [host, port] = splitAddr(settings.STRONGROOM_ADDR);
-  await server.app.listen({ host, port });
+  try {
+    await server.app.listen({ host, port });
+  } catch (err) {
+    await server.close();
+    fail(listenFailure(err, settings.STRONGROOM_ADDR));
+  }
   logger.info({ addr: settings.STRONGROOM_ADDR, tls: Boolean(settings.STRONGROOM_TLS_CERT_FILE), dev: settings.STRONGROOM_DEV }, 'strongroom listening');
 }
 
@@ -114,4 +134,5 @@ function splitAddr(addr: string): [string, number] {
   return [addr.slice(0, i).replace(/^\[|\]$/g, ''), Number(addr.slice(i + 1))];
 }
 
-await main();
+// A failure of the start itself is one line too; once listening, nothing is left to reject here.
+await main().catch((err: unknown) => fail(startupFailure(err)));

@@ -5,7 +5,8 @@
  *
  * The destination must be empty. Afterwards both stores are read again and must hold the same number of entries with
  * the same SHA-256 over their sorted keys and values; anything else exits 1. Stop every server using the source
- * first: a write landing during the copy is caught by that check, not carried over.
+ * first: a SQLite store in use is refused at once (its lock, sqlite-lock.ts); a write landing in a PostgreSQL source
+ * during the copy is caught by that check, not carried over.
  *
  * Exit codes: 0 copied and verified, 1 refused or not verified, 2 bad arguments.
  */

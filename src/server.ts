@@ -9,10 +9,12 @@ import { tokenBackend } from './builtin/token/index.ts';
 import { systemClock, type Clock } from './core/clock.ts';
 import type { ClusterTimings } from './core/cluster.ts';
 import { Core, type BackendRegistry } from './core/core.ts';
+import { decodeUnsealKey, UnsealError } from './core/barrier.ts';
 import { PRIVATE_FILE_MODE, privateDir, privateFiles } from './core/storage/file-modes.ts';
 import { MemoryStorage } from './core/storage/memory.ts';
 import { POSTGRES_DEFAULTS, PostgresStorage, type PostgresOptions } from './core/storage/postgres.ts';
 import { SqliteStorage } from './core/storage/sqlite.ts';
+import { lockStore, StoreInUseError } from './core/storage/sqlite-lock.ts';
 import { StorageUnavailableError, type Storage } from './core/storage/types.ts';
 import { configuredBackends, defaultMounts } from './engines.ts';
 import { buildApp } from './http/app.ts';
@@ -25,6 +27,8 @@ export interface Server {
   /** The physical store, watched by the process for `onFailure`. */
   storage: Storage;
   rootToken?: string;
+  /** The key file generated at this start (no key was given), which the operator must back up. */
+  generatedKeyFile?: string;
   close(): Promise<void>;
 }
 
@@ -42,10 +46,43 @@ export class StartupError extends Error {}
 
 export async function openStorage(url: string, postgres: PostgresOptions = POSTGRES_DEFAULTS): Promise<Storage> {
   if (url === 'memory') return new MemoryStorage();
-  if (url.startsWith('sqlite:')) return new SqliteStorage(url.slice('sqlite:'.length));
+  if (url.startsWith('sqlite:')) return openSqlite(url.slice('sqlite:'.length));
   if (/^postgres(ql)?:\/\//.test(url)) return openPostgres(url, postgres);
   throw new StartupError(`storage "${url.split(':')[0]}" is not supported (use "memory", "sqlite:<path>" or "postgres://...")`);
 }
+
+/** The store, locked to this process until it is closed (sqlite-lock.ts); a second process is refused. */
+function openSqlite(path: string): Storage {
+  const cannot = (err: unknown) => new StartupError(`cannot open the SQLite store ${path}: ${(err as Error).message}`);
+  let lock;
+  try {
+    privateDir(dirname(path));
+    lock = lockStore(path);
+  } catch (err) {
+    throw err instanceof StoreInUseError ? err : cannot(err);
+  }
+  try {
+    const storage = new SqliteStorage(path);
+    const close = storage.close.bind(storage);
+    storage.close = async () => {
+      try {
+        await close();
+      } finally {
+        lock.release();
+      }
+    };
+    return storage;
+  } catch (err) {
+    lock.release();
+    throw cannot(err);
+  }
+}
+
+/**
+ * An unseal key the store was made with, and which is not here: refused before anything (a new key above all) is
+ * written, since a new key could never open the store.
+ */
+export class MissingUnsealKeyError extends UnsealError {}
 
 /**
  * An unreachable database stays a StorageUnavailableError (the process exits to be started again once it is up);
@@ -61,34 +98,38 @@ async function openPostgres(url: string, options: PostgresOptions): Promise<Stor
 }
 
 /**
- * The unseal key: from the environment or a file; otherwise generated once into a 0600 file beside the data
- * (dev mode on memory storage keeps it in memory). Losing that file means losing the data.
+ * The unseal key: from the environment or a file; otherwise, for a store not yet initialised, generated once into a
+ * 0600 file beside the data (`generated` names it; dev mode on memory storage keeps it in memory). Losing that file
+ * means losing the data, so for an initialised store whose key file is gone nothing is generated: it is refused.
  */
-export function resolveUnsealKey(settings: Settings, logger: Logger): Buffer {
+export function resolveUnsealKey(settings: Settings, logger: Logger, storeInitialised = false): { key: Buffer; generated?: string } {
   const decode = (text: string, from: string) => {
-    const key = Buffer.from(text.trim(), 'base64');
-    if (key.length !== 32) throw new StartupError(`the unseal key from ${from} must be 32 bytes, base64-encoded`);
+    const key = decodeUnsealKey(text);
+    if (!key) throw new StartupError(`the unseal key from ${from} must be 32 bytes, base64-encoded (make one with: openssl rand -base64 32)`);
     return key;
   };
-  if (settings.STRONGROOM_UNSEAL_KEY) return decode(settings.STRONGROOM_UNSEAL_KEY, 'STRONGROOM_UNSEAL_KEY');
+  if (settings.STRONGROOM_UNSEAL_KEY) return { key: decode(settings.STRONGROOM_UNSEAL_KEY, 'STRONGROOM_UNSEAL_KEY') };
   if (settings.STRONGROOM_UNSEAL_KEY_FILE) {
     if (!existsSync(settings.STRONGROOM_UNSEAL_KEY_FILE)) throw new StartupError(`STRONGROOM_UNSEAL_KEY_FILE "${settings.STRONGROOM_UNSEAL_KEY_FILE}" does not exist`);
-    return decode(readFileSync(settings.STRONGROOM_UNSEAL_KEY_FILE, 'utf8'), 'STRONGROOM_UNSEAL_KEY_FILE');
+    return { key: decode(readFileSync(settings.STRONGROOM_UNSEAL_KEY_FILE, 'utf8'), 'STRONGROOM_UNSEAL_KEY_FILE') };
   }
   const url = storageUrl(settings);
-  if (url === 'memory') return randomBytes(32);
+  if (url === 'memory') return { key: randomBytes(32) };
   // A key generated here would seal a shared database with a key no other node (and no later start) has.
-  if (!url.startsWith('sqlite:')) throw new StartupError('PostgreSQL storage needs STRONGROOM_UNSEAL_KEY or STRONGROOM_UNSEAL_KEY_FILE, the same on every node');
+  if (!url.startsWith('sqlite:')) throw new StartupError('PostgreSQL storage needs STRONGROOM_UNSEAL_KEY or STRONGROOM_UNSEAL_KEY_FILE, the same on every node (make one with: openssl rand -base64 32 > unseal.key)');
   const file = join(dirname(url.slice('sqlite:'.length)), 'unseal.key');
   privateDir(dirname(file));
   if (existsSync(file)) {
     privateFiles(file);
-    return decode(readFileSync(file, 'utf8'), file);
+    return { key: decode(readFileSync(file, 'utf8'), file) };
+  }
+  if (storeInitialised) {
+    throw new MissingUnsealKeyError(`this store was initialised with an unseal key that is not here (${file} is missing, and neither STRONGROOM_UNSEAL_KEY_FILE nor STRONGROOM_UNSEAL_KEY is set). Restore ${file} from your backup, or set STRONGROOM_UNSEAL_KEY_FILE to the backed-up key; no new key was generated`);
   }
   const key = randomBytes(32);
   writeFileSync(file, `${key.toString('base64')}\n`, { mode: PRIVATE_FILE_MODE, flag: 'wx' });
-  logger.warn({ file }, '!!! No unseal key was given: one was generated into this file. Back it up and keep it apart from the data; set STRONGROOM_UNSEAL_KEY_FILE in production. !!!');
-  return key;
+  logger.warn({ file }, 'No unseal key was given: one was generated into this file. Back it up and keep it apart from the data; set STRONGROOM_UNSEAL_KEY_FILE in production.');
+  return { key, generated: file };
 }
 
 /** The physical store as Vault's storage metrics name it (vault_<name>_get ...). */
@@ -98,6 +139,8 @@ function storageBackendName(url: string): string {
 
 /** The composition root: storage, core with built-ins and engines, HTTP app. */
 export async function createServer(settings: Settings, logger: Logger, overrides: ServerOverrides = {}): Promise<Server> {
+  // Read before the store is opened: a file that cannot be read must not fail a start that already initialised it.
+  const https = readTls(settings);
   const storage = overrides.storage ?? await openStorage(storageUrl(settings), postgresOptions(settings));
   const telemetry = overrides.metrics === false ? undefined : new Telemetry({ logger, storageBackend: storageBackendName(storageUrl(settings)) });
   const core = new Core({
@@ -115,16 +158,11 @@ export async function createServer(settings: Settings, logger: Logger, overrides
     apiAddress: apiAddress(settings),
     cluster: overrides.cluster,
   });
-  let unsealKey: Buffer;
-  try {
-    unsealKey = resolveUnsealKey(settings, logger);
-  } catch (err) {
-    await storage.close();
-    throw err;
-  }
+  let unsealKey: ReturnType<typeof resolveUnsealKey>;
   let rootToken: string | undefined;
   try {
-    ({ rootToken } = await core.start(unsealKey, settings.STRONGROOM_DEV ? settings.STRONGROOM_DEV_ROOT_TOKEN : undefined));
+    unsealKey = resolveUnsealKey(settings, logger, await core.barrier.isInitialized());
+    ({ rootToken } = await core.start(unsealKey.key, settings.STRONGROOM_DEV ? settings.STRONGROOM_DEV_ROOT_TOKEN : undefined));
   } catch (err) {
     await storage.close();
     throw err;
@@ -139,10 +177,10 @@ export async function createServer(settings: Settings, logger: Logger, overrides
       requestMs: settings.STRONGROOM_REQUEST_TIMEOUT * 1000,
       keepAliveMs: settings.STRONGROOM_KEEP_ALIVE_TIMEOUT * 1000,
     },
-    https: readTls(settings),
+    https,
   });
   return {
-    core, app, storage, rootToken,
+    core, app, storage, rootToken, generatedKeyFile: unsealKey.generated,
     async close() {
       await app.close();
       await core.stop();

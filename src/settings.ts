@@ -6,7 +6,8 @@ import { validateIssuer } from './core/oidc/issuer.ts';
 
 /**
  * Every server knob, from environment variables or matching flags (`--max-request-size 1048576` sets
- * STRONGROOM_MAX_REQUEST_SIZE). `.env.example` documents each one.
+ * STRONGROOM_MAX_REQUEST_SIZE). `.env.example` documents each one; `--help` lists them with their defaults, read from
+ * here (durations default as the text an operator would write, hence `prefault`).
  */
 const duration = (name: string) => z.string().transform((v, ctx) => {
   try {
@@ -21,11 +22,12 @@ const timeout = (name: string) => duration(name).refine((v) => v >= 1 && v <= 36
 const bool = z.string().transform((v) => ['1', 'true', 'yes', 'on'].includes(v.toLowerCase()));
 
 export const settingsSchema = z.object({
-  STRONGROOM_ADDR: z.string().regex(/^(\[[0-9a-fA-F:]+\]|[^:]+):\d{1,5}$/, 'expected host:port').default('127.0.0.1:8200'),
+  STRONGROOM_ADDR: z.string().regex(/^(\[[0-9a-fA-F:]+\]|[^:]+):\d{1,5}$/, 'expected host:port')
+    .refine((a) => Number(a.slice(a.lastIndexOf(':') + 1)) <= 65535, 'the port must be between 0 and 65535').default('127.0.0.1:8200'),
   STRONGROOM_API_ADDR: z.string().optional(),
   STRONGROOM_STORAGE: z.string().regex(/^(memory|sqlite:.+|postgres(ql)?:\/\/.+)$/, 'expected "memory", "sqlite:<path>" or "postgres://..."').optional(),
   STRONGROOM_POSTGRES_POOL_SIZE: z.coerce.number().int().min(1).max(1000).default(POSTGRES_DEFAULTS.poolSize),
-  STRONGROOM_POSTGRES_STATEMENT_TIMEOUT: timeout('STRONGROOM_POSTGRES_STATEMENT_TIMEOUT').default(POSTGRES_DEFAULTS.statementTimeoutMs / 1000),
+  STRONGROOM_POSTGRES_STATEMENT_TIMEOUT: timeout('STRONGROOM_POSTGRES_STATEMENT_TIMEOUT').prefault(`${POSTGRES_DEFAULTS.statementTimeoutMs / 1000}s`),
   STRONGROOM_UNSEAL_KEY: z.string().optional(),
   STRONGROOM_UNSEAL_KEY_FILE: z.string().optional(),
   STRONGROOM_DEV: bool.default(false),
@@ -35,12 +37,12 @@ export const settingsSchema = z.object({
   STRONGROOM_LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   STRONGROOM_MAX_REQUEST_SIZE: z.coerce.number().int().positive().default(32 * 1024 * 1024),
   STRONGROOM_MAX_UNAUTHENTICATED_REQUEST_SIZE: z.coerce.number().int().positive().default(1024 * 1024),
-  STRONGROOM_HEADERS_TIMEOUT: timeout('STRONGROOM_HEADERS_TIMEOUT').default(10),
-  STRONGROOM_REQUEST_TIMEOUT: timeout('STRONGROOM_REQUEST_TIMEOUT').default(60),
-  STRONGROOM_KEEP_ALIVE_TIMEOUT: timeout('STRONGROOM_KEEP_ALIVE_TIMEOUT').default(72),
-  STRONGROOM_DEFAULT_LEASE_TTL: duration('STRONGROOM_DEFAULT_LEASE_TTL').default(768 * 3600),
-  STRONGROOM_MAX_LEASE_TTL: duration('STRONGROOM_MAX_LEASE_TTL').default(768 * 3600),
-  STRONGROOM_REVOKE_RETRY_BASE: duration('STRONGROOM_REVOKE_RETRY_BASE').default(10),
+  STRONGROOM_HEADERS_TIMEOUT: timeout('STRONGROOM_HEADERS_TIMEOUT').prefault('10s'),
+  STRONGROOM_REQUEST_TIMEOUT: timeout('STRONGROOM_REQUEST_TIMEOUT').prefault('60s'),
+  STRONGROOM_KEEP_ALIVE_TIMEOUT: timeout('STRONGROOM_KEEP_ALIVE_TIMEOUT').prefault('72s'),
+  STRONGROOM_DEFAULT_LEASE_TTL: duration('STRONGROOM_DEFAULT_LEASE_TTL').prefault('768h'),
+  STRONGROOM_MAX_LEASE_TTL: duration('STRONGROOM_MAX_LEASE_TTL').prefault('768h'),
+  STRONGROOM_REVOKE_RETRY_BASE: duration('STRONGROOM_REVOKE_RETRY_BASE').prefault('10s'),
   STRONGROOM_REVOKE_MAX_ATTEMPTS: z.coerce.number().int().positive().default(6),
   STRONGROOM_UNAUTHENTICATED_METRICS: bool.default(false),
   STRONGROOM_AUDIT_ALLOW_PREFIX: bool.default(false),
@@ -101,5 +103,14 @@ export function apiAddress(s: Settings): string {
 
 export function readTls(s: Settings): { cert: Buffer; key: Buffer } | undefined {
   if (!s.STRONGROOM_TLS_CERT_FILE || !s.STRONGROOM_TLS_KEY_FILE) return undefined;
-  return { cert: readFileSync(s.STRONGROOM_TLS_CERT_FILE), key: readFileSync(s.STRONGROOM_TLS_KEY_FILE) };
+  return { cert: readSettingFile(s, 'STRONGROOM_TLS_CERT_FILE'), key: readSettingFile(s, 'STRONGROOM_TLS_KEY_FILE') };
+}
+
+function readSettingFile(s: Settings, name: 'STRONGROOM_TLS_CERT_FILE' | 'STRONGROOM_TLS_KEY_FILE'): Buffer {
+  try {
+    return readFileSync(s[name]!);
+  } catch (err) {
+    const { code, message } = err as NodeJS.ErrnoException;
+    throw new SettingsError(`${name}: cannot read "${s[name]}": ${code === 'ENOENT' ? 'no such file' : code === 'EACCES' ? 'permission denied' : message}`);
+  }
 }

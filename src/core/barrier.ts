@@ -16,6 +16,16 @@ const ROOT_KEY_PATH = 'core/root-key';
 export class UnsealError extends Error {}
 
 /**
+ * An unseal key as an operator types it: base64 (as Strongroom writes its key file) or hex (as Vault's clients show
+ * key shares); undefined unless it is 32 bytes either way.
+ */
+export function decodeUnsealKey(text: string): Buffer | undefined {
+  const trimmed = text.trim();
+  const key = /^[0-9a-fA-F]{64}$/.test(trimmed) ? Buffer.from(trimmed, 'hex') : Buffer.from(trimmed, 'base64');
+  return key.length === 32 ? key : undefined;
+}
+
+/**
  * `sealsReserved` bounds the seals made under the term from above (see `BarrierOptions`); keyrings written before
  * the count existed have none.
  */
@@ -112,7 +122,7 @@ export class Barrier extends LayeredStorage {
    * Buffer, and an evicted one takes its plaintext with it. Memory already holds the keyring, so this adds
    * no exposure a memory reader would not have anyway.
    */
-  readonly #opened = new WeakMap<Buffer, Buffer>();
+  #opened = new WeakMap<Buffer, Buffer>();
 
   constructor(inner: Storage, options: BarrierOptions = {}) {
     super(inner);
@@ -163,11 +173,37 @@ export class Barrier extends LayeredStorage {
     if (this.#seals >= this.#rotateAfter) await this.#queueRotation({ onlyIfDue: true, fenced: false });
   }
 
+  /** Whether `unsealKey` opens this store's root key (sys/generate-root, sys/unseal); nothing is kept or written. */
+  async opensWith(unsealKey: Buffer): Promise<boolean> {
+    const sealedRoot = await this.inner.get(ROOT_KEY_PATH);
+    if (!sealedRoot) return false;
+    try {
+      open(() => unsealKey, ROOT_KEY_PATH, sealedRoot);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /**
+   * Forgets every key (sys/seal): from now on nothing is sealed or opened until `unseal` is called again. Remembered
+   * plaintexts go with them; what is stored stays as it is.
+   */
+  seal(): void {
+    this.#rootKey = undefined;
+    this.#active = undefined;
+    this.#keys = new Map();
+    this.#ring = [];
+    this.#ringBlob = undefined;
+    this.#opened = new WeakMap();
+  }
+
   /**
    * Reads the keyring again (another node may have rotated it or reserved seals), adopting what changed. Called on
    * the cluster's change notice and when a value names a term this node does not know.
    */
   async reload(): Promise<void> {
+    if (!this.#rootKey) return;
     const blob = await this.inner.get(KEYRING_PATH);
     if (!blob || (this.#ringBlob && blob.equals(this.#ringBlob)) || [...this.#inFlight].some((b) => b.equals(blob))) return;
     this.#adopt(blob);

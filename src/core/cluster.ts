@@ -122,6 +122,8 @@ export class Cluster {
   #syncAgain = false;
   readonly #timers: Array<NodeJS.Timeout> = [];
   #stopped = false;
+  /** Whether the store's availability is watched yet (once per process: a node that was sealed joins again). */
+  #watching = false;
 
   constructor(options: ClusterOptions) {
     this.#o = options;
@@ -175,10 +177,11 @@ export class Cluster {
   }
 
   /**
-   * Joins the cluster. On a store of its own the node leads before this returns; on a shared store it asks for the
-   * lease once here and then keeps asking in the background.
+   * Joins the cluster (again, after `stop`, when a sealed node is unsealed). On a store of its own the node leads before
+   * this returns; on a shared store it asks for the lease once here and then keeps asking in the background.
    */
   async start(): Promise<void> {
+    this.#stopped = false;
     const shared = this.#o.storage.shared;
     if (!shared) {
       // No one else can take over, so there is no new term to record: the fence is the record as it stands (or its
@@ -188,11 +191,18 @@ export class Cluster {
     }
     shared.trackChanges((key) => this.#trackers.some((tracked) => tracked(key)));
     this.#version = await shared.changeVersion();
-    this.#o.storage.onAvailability?.((lost) => {
-      if (lost) this.#stepDown('the store is unavailable');
-    });
+    if (!this.#watching) {
+      this.#watching = true;
+      this.#o.storage.onAvailability?.((lost) => {
+        if (lost) this.#stepDown('the store is unavailable');
+      });
+    }
     await this.#heartbeat();
     await this.#elect();
+    if (!this.#leading) {
+      const leader = await this.leader().catch(() => undefined);
+      this.#o.logger.info({ node_id: this.nodeId, leader: leader?.node_id, leader_address: leader?.api_address }, 'this node follows: another node leads the cluster and runs the background work');
+    }
     this.#every(this.#t.pollMs, () => this.#poll());
     this.#every(this.#t.renewMs, () => this.#elect());
     this.#every(this.#t.heartbeatMs, () => this.#heartbeat());
@@ -205,7 +215,7 @@ export class Cluster {
     const shared = this.#o.storage.shared;
     const { term } = this;
     if (this.#leading) {
-      this.#stepDown('the node is stopping');
+      this.#stepDown('the node is leaving the cluster (stopping, or sealed)');
       if (shared) await shared.releaseLeadership(this.nodeId, term).catch(() => undefined);
     }
     await this.#transitions;
@@ -297,7 +307,8 @@ export class Cluster {
     if (!this.#leading) return;
     this.#leading = false;
     this.#record = NOT_LEADING;
-    if (this.shared && !this.#stopped) this.#o.logger.warn({ node_id: this.nodeId, term: this.#term, reason }, 'this node no longer leads the cluster: its background work stops');
+    // Leaving on purpose is news, not trouble.
+    if (this.shared) this.#o.logger[this.#stopped ? 'info' : 'warn']({ node_id: this.nodeId, term: this.#term, reason }, 'this node no longer leads the cluster: its background work stops');
     void this.#transition(false);
   }
 

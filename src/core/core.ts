@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import { AuditBroker } from './audit/broker.ts';
 import { AuditRecord } from './audit/entry.ts';
 import type { AuditSettings } from './audit/options.ts';
-import { Barrier, KEYRING_PATH } from './barrier.ts';
+import { Barrier, KEYRING_PATH, UnsealError } from './barrier.ts';
 import type { Clock } from './clock.ts';
 import { MountSignals } from './signals.ts';
 import { Cluster, type ClusterTimings } from './cluster.ts';
@@ -75,6 +75,8 @@ interface Mounted {
 /** Operations that need the `update` capability on a path without an existence check. */
 const WRITE_OPS = new Set<Operation>(['create', 'update']);
 const UNAUTHENTICATED_SYS = new Set(['sys/health', 'sys/seal-status']);
+/** What a sealed node still answers (as Vault's does): its status, and the way to unseal it. */
+const SEALED_SYS = new Set(['sys/health', 'sys/seal-status', 'sys/unseal']);
 /** Stored keys the cluster tracks (see Core.#cached), as the views below write them. */
 const POLICY_PREFIX = 'sys/policy/';
 const DISABLING_PREFIX = 'sys/disabling/';
@@ -143,8 +145,58 @@ export class Core {
     });
   }
 
+  /** Seals and unseals one at a time; the node counts as sealed while either runs. */
+  readonly #sealChanges = new KeyedLock();
+  #sealChanging = false;
+
   get sealed(): boolean {
-    return this.barrier.sealed;
+    return this.#sealChanging || this.barrier.sealed;
+  }
+
+  /**
+   * sys/seal: new requests are refused at once (503) except the status and unseal paths; this node stops leading (its
+   * background work ends, on a cluster another node takes over) and leaves the cluster; caches are dropped and the
+   * barrier forgets its keys. Audit devices stay open, so what a sealed node answers is still recorded.
+   */
+  async seal(): Promise<void> {
+    await this.#sealChanges.run('', async () => {
+      if (this.barrier.sealed) return;
+      this.#sealChanging = true;
+      try {
+        await this.cluster.stop();
+        await this.leases.idle();
+        for (const mounted of this.#mounted.values()) mounted.backend.cached?.invalidate();
+        this.policies.invalidate();
+        this.tokens.forget();
+        this.barrier.seal();
+      } finally {
+        this.#sealChanging = false;
+      }
+      this.logger.warn('the node is sealed: it serves nothing but sys/seal-status, sys/health and sys/unseal until unsealed');
+    });
+  }
+
+  /** sys/unseal: the unseal key opens the barrier again (UnsealError when it does not), then the node rejoins as at start. */
+  async unseal(unsealKey: Buffer): Promise<void> {
+    await this.#sealChanges.run('', async () => {
+      if (!this.barrier.sealed) return;
+      this.#sealChanging = true;
+      try {
+        await this.barrier.unseal(unsealKey);
+        try {
+          await this.#follow();
+          await this.cluster.start();
+        } catch (err) {
+          // Half unsealed is not served: the node stays sealed, and the operator sees why and tries again.
+          await this.cluster.stop();
+          this.barrier.seal();
+          throw err;
+        }
+      } finally {
+        this.#sealChanging = false;
+      }
+      this.logger.info('the node is unsealed');
+    });
   }
 
   /**
@@ -595,7 +647,7 @@ export class Core {
     served.operation = operation;
     let path = req.path;
     if (operation === 'list' && !path.endsWith('/')) path += '/';
-    if (this.sealed) throw new SealedError();
+    if (this.sealed && !SEALED_SYS.has(path)) throw new SealedError();
     const wrapTtl = requestedWrapTtl(req.wrapTtl, this.options.maxLeaseTtl);
 
     const entry = this.mounts.match(path);
@@ -618,7 +670,7 @@ export class Core {
 
     const unauthenticated = (match?.def.unauthenticated ?? false) || UNAUTHENTICATED_SYS.has(path);
     served.login = entry?.class === 'auth' && (match?.def.unauthenticated ?? false);
-    const presented = req.token ? await this.tokens.lookup(req.token) : undefined;
+    const presented = req.token && !this.sealed ? await this.tokens.lookup(req.token) : undefined;
     // A token bound to networks is refused outside them on every use, not only where it was issued.
     const usable = presented && (presented.boundCidrs.length === 0 || addressInCidrs(req.remoteAddress, presented.boundCidrs)) ? presented : undefined;
     // On an unauthenticated path a token still says who asks (sys/internal/ui/mounts answers by its policies): the
@@ -829,6 +881,8 @@ export class Core {
   #errorResponse(err: unknown, requestId: string, path: string): CoreResponse {
     // A token revoked or a mount disabled while the request ran: what it was about to store was refused.
     if (err instanceof GuardError) err = new PermissionDeniedError();
+    // The node was sealed while the request ran.
+    if (err instanceof UnsealError && this.sealed) err = new SealedError();
     if (err instanceof StrongroomError) {
       return { status: err.status, headers: { ...err.headers, 'content-type': 'application/json' }, body: JSON.stringify({ errors: err.messages }) };
     }

@@ -7,6 +7,10 @@ import type { StorageCondition, StorageOp } from './storage/types.ts';
 import type { PreparedWrite, StorageView } from './storage/view.ts';
 import type { Clock } from './clock.ts';
 
+const TOKEN_PREFIX = 'hvs.';
+/** The length of a token Strongroom makes (as Vault's: the prefix and 24 base62 characters), the OTP length of sys/generate-root. */
+export const TOKEN_LENGTH = TOKEN_PREFIX.length + 24;
+
 /**
  * Service tokens. The raw token is returned once and never stored: every key and reference uses
  * `h` + HMAC-SHA256(salt, token), so reading the database yields nothing usable.
@@ -69,6 +73,12 @@ export class TokenStore {
     this.#salt = (await this.#view.get('salt'))!.toString();
   }
 
+  /** Drops what is remembered of tokens (the node is being sealed); the store is read again after the unseal. */
+  forget(): void {
+    this.#cache?.clear();
+    this.#salted.clear();
+  }
+
   /**
    * Every request salts its token, and an HMAC object costs more than the rest of a cached lookup; recent
    * results are remembered (the process holds the salt and keyring anyway, so this exposes nothing new).
@@ -86,7 +96,7 @@ export class TokenStore {
 
   /** A new token and the writes that store it; it exists once `write` is committed (see `create`). */
   prepare(spec: NewToken): { token: string; entry: TokenEntry; write: PreparedWrite } {
-    const token = spec.id ?? `hvs.${randomBase62(24)}`;
+    const token = spec.id ?? `${TOKEN_PREFIX}${randomBase62(TOKEN_LENGTH - TOKEN_PREFIX.length)}`;
     const { id: _ignored, ...rest } = spec;
     const entry: TokenEntry = { ...rest, salted: this.salt(token), accessor: randomBase62(24), creationTime: this.#clock.now(), lastRenewal: 0 };
     const ops: Array<{ type: 'put'; key: string; value: Buffer }> = [

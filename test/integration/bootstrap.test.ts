@@ -8,11 +8,10 @@ import { stringify } from 'yaml';
 import { applyBootstrap, BootstrapApplyError } from '../../src/bootstrap/apply.ts';
 import { parseBootstrap } from '../../src/bootstrap/load.ts';
 import { canBind, createIsolatedOu, type IsolatedOu } from '../support/slapd.ts';
-import { runToExit, signalAndWait, startNode, type NodeProcess } from '../support/node-process.ts';
+import { MAIN, runToExit, signalAndWait, startNode, type NodeProcess } from '../support/node-process.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 
 const facts = inject('slapd');
-const MAIN = fileURLToPath(new URL('../../src/main.ts', import.meta.url));
 const CLI = fileURLToPath(new URL('../../src/bootstrap/cli.ts', import.meta.url));
 
 let ou: IsolatedOu;

@@ -39,7 +39,7 @@ async function cluster(engines?: BackendRegistry) {
     closers.push(() => node.close());
     return node;
   };
-  return { db, start };
+  return { db, start, unsealKey };
 }
 
 const ok = async (s: TestServer, method: string, path: string, body?: unknown) => {
@@ -211,6 +211,25 @@ describe('the leader', () => {
     const rest = nodes.filter((n) => n !== first);
     const ms = await timeUntil(async () => rest[0].core.cluster.leading, 5000);
     expect(ms).toBeLessThan(timings.leaseTtlMs! + 1000);
+  });
+
+  it('"a leader sealed through sys/seal lets its lease go: another node leads within the lease TTL; unsealed, it rejoins and follows"', async () => {
+    const { start, unsealKey } = await cluster();
+    const nodes = [await start(), await start()];
+    const first = await leaderOf(nodes);
+    const other = nodes.find((n) => n !== first)!;
+    expect((await first.request('PUT', 'sys/seal')).status).toBe(204);
+    expect(first.core.cluster.leading).toBe(false);
+    const ms = await timeUntil(async () => other.core.cluster.leading, 5000);
+    expect(ms).toBeLessThan(timings.leaseTtlMs! + 1000);
+    // The other node serves on; the sealed one answers nothing but its status.
+    expect((await other.request('GET', 'sys/mounts')).status).toBe(200);
+    expect((await first.request('GET', 'sys/mounts')).status).toBe(503);
+    expect((await first.request('GET', 'sys/ha-status')).status).toBe(503);
+    const unsealed = await first.request('PUT', 'sys/unseal', { token: null, body: { key: unsealKey } });
+    expect(unsealed.body).toMatchObject({ sealed: false });
+    expect(first.core.cluster.leading).toBe(false);
+    expect((await first.request('GET', 'sys/ha-status')).body.nodes).toHaveLength(2);
   });
 
   it('"a former leader\'s fenced write lands nowhere once its successor recorded its term, and it steps down"', async () => {

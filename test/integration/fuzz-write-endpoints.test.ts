@@ -251,7 +251,7 @@ class Generation {
   static async start(facts: SlapdFacts, cloud: CloudWorld, admin: SeededApp): Promise<Generation> {
     const ou = await createIsolatedOu(facts, { users: 2, serviceAccounts: 3 });
     const child = fork(fileURLToPath(import.meta.url), {
-      env: { ...process.env, [HOST]: JSON.stringify({ envFile: cloud.envFile } satisfies HostInit) },
+      env: { ...process.env, [HOST]: JSON.stringify({ envFile: cloud.envFile, unsealKey: UNSEAL_KEY } satisfies HostInit) },
       execArgv: ['--no-warnings'], stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
     });
     // What a dying process prints (a native assertion, an out-of-memory report) is the finding's evidence.
@@ -340,7 +340,12 @@ const USES: Record<string, Array<[method: string, path: string]>> = {
   'auth/cloud/role/fuzz': [['POST', 'auth/cloud/login']],
   'sys/policies/password/fuzz': [['GET', 'sys/policies/password/fuzz/generate']],
   'identity/oidc/key/fuzz': [['POST', 'identity/oidc/key/fuzz/rotate']],
+  // A sealed server would answer every later request 503: each accepted seal is undone with the unseal key.
+  'sys/seal': [['POST', 'sys/unseal']],
 };
+
+/** The server's unseal key, known to the test so that sys/unseal (and sys/generate-root/update) get a valid baseline. */
+const UNSEAL_KEY = randomBytes(32).toString('base64');
 
 class Fuzz {
   gen!: Generation;
@@ -447,6 +452,7 @@ class Fuzz {
         b['sys/audit/fuzz'] = { type: 'file', options: { file_path: 'discard' } };
         await this.http('PUT', 'sys/audit/fuzz', JSON.stringify(b['sys/audit/fuzz']));
         b['sys/audit-hash/fuzz'] = { input: 'x' };
+        b['sys/unseal'] = b['sys/generate-root/update'] = { key: UNSEAL_KEY };
         break;
       }
     }
@@ -555,7 +561,7 @@ function report(findings: Finding[]): string {
 /** The environment variable that makes this file the server process rather than the test. */
 const HOST = 'FUZZ_WRITE_ENDPOINTS_HOST';
 const TIMER_OVERFLOW = 'TimeoutOverflowWarning';
-interface HostInit { envFile: string }
+interface HostInit { envFile: string; unsealKey: string }
 type HostMessage =
   | { type: 'ready'; url: string; paths: PathInfo[] }
   | { type: 'log'; line: string }
@@ -583,7 +589,7 @@ else {
       const started = performance.now();
       // Nothing is skipped. No request can break the test itself: every capture is "fuzz" (a spare mount, never the
       // mounts under test), a -self path gets a throwaway token (never root), both rotate-root paths rotate this run's
-      // own accounts (an isolated OU's bind account, an admin application of our own), and there is no sys/seal.
+      // own accounts (an isolated OU's bind account, an admin application of our own), and sys/seal is undone at once.
       const groups = fuzz.gen.paths.flatMap(groupsOf);
       // Both rotate-root paths rotate the credentials every fixture is restored with, so they go last.
       groups.sort((a, b) => Number(a.path.endsWith('rotate-root')) - Number(b.path.endsWith('rotate-root')));
@@ -615,7 +621,7 @@ async function host(init: HostInit): Promise<void> {
   // The cloud auth method reads the emulator's environment file from the process environment.
   process.env.CLOUD_ENVIRONMENT_FILEPATH = init.envFile;
   const settings = loadSettings({
-    STRONGROOM_DEV: '1', STRONGROOM_DEV_ROOT_TOKEN: ROOT, STRONGROOM_STORAGE: 'memory', STRONGROOM_UNSEAL_KEY: randomBytes(32).toString('base64'), STRONGROOM_LOG_LEVEL: 'error',
+    STRONGROOM_DEV: '1', STRONGROOM_DEV_ROOT_TOKEN: ROOT, STRONGROOM_STORAGE: 'memory', STRONGROOM_UNSEAL_KEY: init.unsealKey, STRONGROOM_LOG_LEVEL: 'error',
   }, []);
   const logger = createLogger('error', { write: (line: string) => send({ type: 'log', line }) });
   const cloud = cloudSecretsEngine({ env: { CLOUD_ENVIRONMENT_FILEPATH: init.envFile }, retry: FAST_RETRY, rotateRoot: { propagation: { baseDelayMs: 20, deadlineMs: 3_000 } } });

@@ -102,16 +102,29 @@ describe('npm run migrate', () => {
     await served.close();
   });
 
-  it('"a source written to during the copy fails the check: exit 1, naming the destination as holding part of the data"', async () => {
+  it('"a SQLite source in use by a server is refused before anything is copied, naming the server\'s pid"', async () => {
     const source = await startTestServer({ storage: 'sqlite', dataDir: join(dir, 'source'), backends });
+    try {
+      await source.request('POST', 'sys/mounts/kv', { body: { type: 'test' } });
+      const result = await migrate('--from', sqlite('source'), '--to', db.url);
+      expect(result.code).toBe(1);
+      expect(result.stderr).toMatch(new RegExp(`the store .*strongroom\\.db is in use by another Strongroom process \\(pid ${process.pid}\\)`));
+      expect(result.stderr).not.toMatch(/may now hold part of the data/);
+    } finally {
+      await source.close();
+    }
+  });
+
+  it('"a PostgreSQL source written to during the copy fails the check: exit 1, naming the destination as holding part of the data"', async () => {
+    const source = await startTestServer({ postgresUrl: db.url, backends });
     await source.request('POST', 'sys/mounts/kv', { body: { type: 'test' } });
     let done = false;
-    const run = migrate('--from', sqlite('source'), '--to', db.url).finally(() => (done = true));
+    const run = migrate('--from', db.url, '--to', sqlite('copy')).finally(() => (done = true));
     for (let i = 0; i < 5000 && !done; i++) await source.request('POST', `kv/data/busy-${i}`, { body: { value: 'x' } });
     const result = await run;
     await source.close();
     expect(result.code).toBe(1);
-    expect(result.stderr).toMatch(/the source changed during the copy \(\d+ entries then, \d+ now\): stop every server using it\. The destination postgres:.* may now hold part of the data/);
+    expect(result.stderr).toMatch(/the source changed during the copy \(\d+ entries then, \d+ now\): stop every server using it\. The destination sqlite:.* may now hold part of the data/);
   });
 
   it.each([

@@ -30,7 +30,7 @@ describe('a server on PostgreSQL storage', () => {
     const [url, key] = [await database(), randomBytes(32).toString('base64')];
     // Closed by the test itself, to start again on the same database.
     const first = await startTestServer({ postgresUrl: url, unsealKey: key, backends });
-    expect((await first.request('GET', 'sys/seal-status', { token: null })).body.storage_type).toBe('PostgresStorage');
+    expect((await first.request('GET', 'sys/seal-status', { token: null })).body.storage_type).toBe('postgresql');
     await first.request('POST', 'sys/mounts/kept', { body: { type: 'test' } });
     await first.request('POST', 'kept/data/item', { body: { value: 'still here' } });
     await first.request('POST', 'kept/data/folder/inner', { body: { value: 'nested' } });

@@ -50,14 +50,15 @@ describe('settings', () => {
     let logged = '';
     const sink = new Writable({ write(chunk, _enc, done) { logged += chunk; done(); } });
     const settings = loadSettings({ STRONGROOM_STORAGE: `sqlite:${join(dir, 'db', 'strongroom.db')}` }, []);
-    const key = resolveUnsealKey(settings, createLogger('info', sink));
+    const { key, generated } = resolveUnsealKey(settings, createLogger('info', sink));
     const file = join(dir, 'db', 'unseal.key');
+    expect(generated).toBe(file);
     expect(existsSync(file)).toBe(true);
     expect(statSync(file).mode & 0o777).toBe(0o600);
     expect(Buffer.from(readFileSync(file, 'utf8').trim(), 'base64').equals(key)).toBe(true);
     expect(logged).toMatch(/No unseal key was given/);
     expect(logged).not.toContain(key.toString('base64'));
-    expect(resolveUnsealKey(settings, createLogger('silent')).equals(key)).toBe(true);
+    expect(resolveUnsealKey(settings, createLogger('silent')).key.equals(key)).toBe(true);
   });
 });
 

@@ -100,7 +100,10 @@ describe('SQLite files at rest', () => {
     const first = await startTestServer({ storage: 'sqlite', dataDir: dir, backends, env: settings });
     open.push(first);
     await first.request('POST', 'sys/mounts/kept', { body: { type: 'test' } });
-    const tight = { '.': 0o700, 'strongroom.db': 0o600, 'strongroom.db-wal': 0o600, 'strongroom.db-shm': 0o600, 'unseal.key': 0o600 };
+    const tight = {
+      '.': 0o700, 'strongroom.db': 0o600, 'strongroom.db-wal': 0o600, 'strongroom.db-shm': 0o600, 'unseal.key': 0o600,
+      'strongroom.db-lock': 0o600, 'strongroom.db-lock.pid': 0o600,
+    };
     expect(modes(dir)).toEqual(tight);
     for (const f of readdirSync(dir)) chmodSync(join(dir, f), 0o644);
     chmodSync(dir, 0o755);

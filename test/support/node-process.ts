@@ -6,7 +6,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { freePort } from './ports.ts';
 
-const MAIN = fileURLToPath(new URL('../../src/main.ts', import.meta.url));
+export const MAIN = fileURLToPath(new URL('../../src/main.ts', import.meta.url));
 
 export interface LogLine {
   level: number;
@@ -20,6 +20,8 @@ export interface NodeProcess {
   proc: ChildProcess;
   /** Every JSON log line the node printed so far. */
   logs: LogLine[];
+  /** Everything it printed so far (the banner and notices besides the JSON log). */
+  printed: { stdout(): string; stderr(): string };
   /** Its answer to a request (token "root" unless given; null sends none); never throws for an HTTP status. */
   request(method: string, path: string, opts?: { body?: unknown; token?: string | null }): Promise<{ status: number; body: any }>;
   /** SIGTERM and wait: a clean stop (the node lets its lease go). */
@@ -45,8 +47,11 @@ export async function startNode(storage: string, unsealKey: string, env: Record<
   return node;
 }
 
-/** The same node process, returned as soon as it is spawned (a test of what it does while starting). */
-export async function spawnNode(storage: string, unsealKey: string, env: Record<string, string> = {}): Promise<{ node: NodeProcess; exited: { stderr(): string } }> {
+/**
+ * The same node process, returned as soon as it is spawned (a test of what it does while starting); `exited` holds
+ * what it printed besides its JSON log.
+ */
+export async function spawnNode(storage: string, unsealKey: string, env: Record<string, string> = {}): Promise<{ node: NodeProcess; exited: { stderr(): string; stdout(): string } }> {
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const proc = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', MAIN], {
@@ -59,7 +64,9 @@ export async function spawnNode(storage: string, unsealKey: string, env: Record<
   const logs: LogLine[] = [];
   let pending = '';
   let stderr = '';
+  let stdout = '';
   proc.stdout!.on('data', (chunk: Buffer) => {
+    stdout += chunk.toString('utf8');
     pending += chunk.toString('utf8');
     const lines = pending.split('\n');
     pending = lines.pop()!;
@@ -67,8 +74,9 @@ export async function spawnNode(storage: string, unsealKey: string, env: Record<
   });
   proc.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
   const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
+  const printed = { stderr: () => stderr, stdout: () => stdout };
   const node: NodeProcess = {
-    url, proc, logs,
+    url, proc, logs, printed,
     async request(method, path, { body, token = 'root' } = {}) {
       const res = await fetch(`${url}/v1/${path}`, {
         method,
@@ -87,7 +95,7 @@ export async function spawnNode(storage: string, unsealKey: string, env: Record<
       await exited;
     },
   };
-  return { node, exited: { stderr: () => stderr } };
+  return { node, exited: printed };
 }
 
 /** Sends `signal` and waits (bounded: 15 s) for one more log line with `msg`, which it returns. */

@@ -8,6 +8,8 @@ import { leasePaths } from './leases.ts';
 import { mountPaths } from './mounts.ts';
 import { policyPaths } from './policies.ts';
 import { remountPaths } from './remount.ts';
+import { sealPaths } from './seal.ts';
+import { generateRootPaths } from './generate-root.ts';
 import { ClusterIdentity, statusPaths } from './status.ts';
 import { telemetryPaths } from './telemetry.ts';
 import { uiMountPaths } from './ui-mounts.ts';
@@ -24,7 +26,7 @@ export const systemBackend = (options: SystemBackendOptions = {}) => (core: Core
   const cluster = new ClusterIdentity(core.systemView);
   return {
     paths: [
-      ...statusPaths(core, cluster), ...haPaths(core), ...hostInfoPaths(core), ...policyPaths(core), ...capabilitiesPaths(core), ...leasePaths(core),
+      ...statusPaths(core, cluster), ...sealPaths(core, cluster), ...generateRootPaths(core), ...haPaths(core), ...hostInfoPaths(core), ...policyPaths(core), ...capabilitiesPaths(core), ...leasePaths(core),
       ...remountPaths(core), ...mountPaths(core), ...uiMountPaths(core), ...auditPaths(core), ...wrappingPaths(core),
       ...telemetryPaths(core, { unauthenticatedMetrics: options.unauthenticatedMetrics ?? false, version: VERSION }),
     ],

@@ -7,7 +7,7 @@ import { storageRefusal } from '../../core/storage/types.ts';
 import { VERSION } from '../../core/version.ts';
 import type { StorageView } from '../../core/storage/view.ts';
 
-const CLUSTER_NAME = 'strongroom';
+export const CLUSTER_NAME = 'strongroom';
 const CLUSTER_ID_KEY = 'cluster/id';
 
 /** The cluster's id: a UUID stored once behind the barrier, so every node and every restart reports the same one. */
@@ -33,9 +33,9 @@ export class ClusterIdentity {
 const code = (state: string, vaultDefault: number) => field.int(`Status code answered for a ${state} node (default ${vaultDefault}).`, { min: 100, max: 599 });
 
 /**
- * Vault's query parameters. Strongroom answers only once initialised and unsealed, and every node is active (no
- * standbys, no replication), so only `activecode` can apply; the others are accepted and validated so that a
- * monitor's URL written for Vault works unchanged.
+ * Vault's query parameters. Strongroom answers only once initialised, and every node is active (no standbys, no
+ * replication), so only `activecode` and `sealedcode` (a node sealed by sys/seal) can apply; the others are accepted
+ * and validated so that a monitor's URL written for Vault works unchanged.
  */
 const healthFields = {
   standbyok: field.bool('Answer a standby with the active code.'),
@@ -50,7 +50,7 @@ const healthFields = {
   uninitcode: code('uninitialised', 501),
 };
 
-/** Health, seal status and init answer raw JSON (no envelope) and need no token, so load balancers and installers can poll them. */
+/** Health and init answer raw JSON (no envelope) and need no token, so load balancers and installers can poll them. */
 export function statusPaths(core: Core, cluster: ClusterIdentity): PathDefinition[] {
   const raw = (status: number, body: unknown) => ({ raw: { status, body: JSON.stringify(body) } });
   return [
@@ -64,7 +64,7 @@ export function statusPaths(core: Core, cluster: ClusterIdentity): PathDefinitio
         read: async (req) => raw(
           // A store that can no longer write, or cannot reach its database for now, fails closed: no query parameter
           // turns that into success.
-          storageRefusal(core.options.storage) ? 503 : req.data.activecode ?? 200,
+          storageRefusal(core.options.storage) ? 503 : core.sealed ? req.data.sealedcode ?? 503 : req.data.activecode ?? 200,
           {
             initialized: true, sealed: core.sealed, standby: false, performance_standby: false,
             replication_performance_mode: 'disabled', replication_dr_mode: 'disabled',
@@ -72,15 +72,6 @@ export function statusPaths(core: Core, cluster: ClusterIdentity): PathDefinitio
             cluster_name: CLUSTER_NAME, cluster_id: cluster.id, echo_duration_ms: 0, clock_skew_ms: 0, replication_primary_canary_age_ms: 0,
           },
         ),
-      },
-    }),
-    definePath({
-      pattern: 'seal-status',
-      description: 'Seal status.',
-      unauthenticated: true,
-      rawResponse: ['application/json'],
-      operations: {
-        read: async () => raw(200, { type: 'key-file', initialized: true, sealed: core.sealed, t: 1, n: 1, progress: 0, nonce: '', version: VERSION, build_date: '', migration: false, recovery_seal: false, storage_type: core.options.storage.constructor.name }),
       },
     }),
     definePath({
