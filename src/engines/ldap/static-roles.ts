@@ -15,6 +15,11 @@ import { ScheduleError, nextDue, resolveSchedule, sameSchedule, storedSchedule, 
 import { refuseBindAccount, type AccountIdentity, type AccountOwner } from './accounts.ts';
 import { missingConfigError, readConfig, type LdapEngine, type LdapEnginePart } from './config.ts';
 import { clearDriftOp, readDriftMark } from './drift-marks.ts';
+import {
+  GracePeriodError, driftReadData, accountIdentity, accountOf, accountTarget, changedFields, dualAccountFields, dualAccountShape, dualReadData, dualSettingsOnCreate, dualSettingsOnUpdate,
+  encodeIntent, managedAccounts, nextChange, parseIntent, resetPending, resolveAccountB, sentDualFields, standbyOf, switchHold, type AccountId,
+} from './dual-account.ts';
+import type { PreparedWrite } from '../../core/storage/view.ts';
 import { UnrecordedPasswordError, changePasswordWithWal, listWalTargets, readWal, walKey } from './rotation.ts';
 import { retryDelayMs } from './scheduler.ts';
 import { LDAP_STATIC_ROTATIONS } from '../../telemetry/families.ts';
@@ -66,6 +71,8 @@ const staticRoleSchema = z.object({
    * only records what the directory already has, so it is no new rotation and is not held to the window.
    */
   password_unrecorded: z.boolean().default(false),
+  /** Dual-account (blue/green) roles: dual-account.ts. */
+  ...dualAccountShape,
 }).transform((role) => ({ ...role, due_at: role.due_at ?? role.next_rotation }));
 export type StaticRole = z.output<typeof staticRoleSchema>;
 
@@ -115,8 +122,7 @@ export async function readStaticRoles(storage: StorageView): Promise<StaticRole[
 }
 
 const owner = (name: string): AccountOwner => ({ kind: 'static-role', name });
-const identities = (role: Pick<StaticRole, 'username' | 'dn' | 'resolved_dn'>): AccountIdentity[] =>
-  [{ username: role.username, dn: role.resolved_dn || role.dn || undefined }];
+const identities = (role: StaticRole): AccountIdentity[] => managedAccounts(role).map((id) => accountIdentity(role, id));
 
 export const rfc3339 = (ms: number): string => (ms > 0 ? new Date(ms).toISOString() : '0001-01-01T00:00:00Z');
 
@@ -139,12 +145,21 @@ export const roleSchedule = (role: StaticRole): RotationSchedule => storedSchedu
 export function plannedRotation(role: StaticRole, now: number, walPending = false): { runAt: number; dueMs: number } | undefined {
   if (walPending && (role.failed_attempts === 0 || role.password_unrecorded)) return { runAt: now, dueMs: role.due_at };
   if (role.password_unrecorded) return { runAt: Math.max(now, role.next_rotation), dueMs: role.due_at };
-  return whenToRun(roleSchedule(role), role.due_at, Math.max(now, role.next_rotation));
+  // A dual-account role does not switch again before the grace of its last switch ended.
+  return whenToRun(roleSchedule(role), role.due_at, Math.max(now, role.next_rotation, switchHold(role)));
+}
+
+/** The leader's next run for the role: its rotation, or before it the reset a dual-account role owes when a grace ends. */
+function plannedWork(role: StaticRole, now: number, walPending = false): { runAt: number; dueMs: number } | undefined {
+  const rotation = plannedRotation(role, now, walPending);
+  if (!resetPending(role)) return rotation;
+  const resetAt = Math.max(now, role.grace_period_end, role.failed_attempts > 0 ? role.next_rotation : 0);
+  return rotation && rotation.runAt <= resetAt ? rotation : { runAt: resetAt, dueMs: rotation?.dueMs ?? role.due_at };
 }
 
 /** Puts the role on the leader's schedule at its planned time, or off it. */
 function reschedule(engine: LdapEngine, role: StaticRole, walPending = false): void {
-  const plan = plannedRotation(role, engine.clock.now(), walPending);
+  const plan = plannedWork(role, engine.clock.now(), walPending);
   if (plan) engine.scheduler.schedule(role.name, plan.runAt);
   else engine.scheduler.unschedule(role.name);
 }
@@ -157,80 +172,110 @@ function firstDue(role: StaticRole, now: number): number {
 
 // ---- rotation --------------------------------------------------------------------------------------
 
+/** How a rotation is asked for; every field applies to dual-account roles only but `scheduled` and `fence`. */
+export interface RotateOptions {
+  /** The leader's schedule: only a role whose planned time has come, and only while this node leads. */
+  scheduled?: boolean;
+  /** rotate-role's force=true: a switch even during a grace period or over a drifted standby. */
+  force?: boolean;
+  /** Drift take-back of this account. */
+  takeBack?: AccountId;
+  /** The leader's fence for work it started elsewhere than its schedule (drift take-back). */
+  fence?: PreparedWrite;
+  /** The second half of a dual-account role's creation: account b's first password. */
+  importStandby?: boolean;
+}
+
 /**
  * Rotates one role now under its lock. On failure the role records the error and is rescheduled with
- * backoff; the error is rethrown for a manual caller. A success also clears the role's drift mark: the directory
- * has the password the server just set.
+ * backoff; the error is rethrown for a manual caller. A success also clears the changed account's drift mark: the
+ * directory has the password the server just set. A dual-account role changes its standby (dual-account.ts).
  *
  * `scheduled` is the leader's schedule: it rotates only a role whose planned time has come (the schedule may be older
  * than a rotation by hand on another node, or than a closed window) and only while this node leads (the fence).
  * Undefined when there was nothing to rotate.
  */
-export async function rotateStaticRole(engine: LdapEngine, name: string, { scheduled = false } = {}): Promise<StaticRole | undefined> {
-  return engine.locks.run(staticRoleKey(name), async () => {
-    const snapshot = await readStaticRoleSnapshot(engine.storage, name);
-    if (!snapshot) {
-      engine.scheduler.unschedule(name);
+export async function rotateStaticRole(engine: LdapEngine, name: string, options: RotateOptions = {}): Promise<StaticRole | undefined> {
+  return engine.locks.run(staticRoleKey(name), () => rotateLocked(engine, name, options));
+}
+
+async function rotateLocked(engine: LdapEngine, name: string, { scheduled = false, force = false, takeBack, fence, importStandby = false }: RotateOptions): Promise<StaticRole | undefined> {
+  const snapshot = await readStaticRoleSnapshot(engine.storage, name);
+  if (!snapshot) {
+    engine.scheduler.unschedule(name);
+    return undefined;
+  }
+  const { role } = snapshot;
+  const now = engine.clock.now();
+  const target = staticRoleTarget(name);
+  const wal = await readWal(engine.storage, target);
+  // A rotation by hand is an occurrence of its own: its retries keep to the window that starts now.
+  let dueMs = now;
+  if (scheduled) {
+    const plan = plannedWork(role, now, wal !== undefined);
+    if (!plan || plan.runAt > now) {
+      if (plan) engine.scheduler.schedule(name, plan.runAt);
+      else engine.scheduler.unschedule(name);
       return undefined;
     }
-    const { role } = snapshot;
-    const now = engine.clock.now();
-    // A rotation by hand is an occurrence of its own: its retries keep to the window that starts now.
-    let dueMs = now;
-    if (scheduled) {
-      const plan = plannedRotation(role, now, (await readWal(engine.storage, staticRoleTarget(name))) !== undefined);
-      if (!plan || plan.runAt > now) {
-        if (plan) engine.scheduler.schedule(name, plan.runAt);
-        else engine.scheduler.unschedule(name);
-        return undefined;
-      }
-      dueMs = plan.dueMs;
+    dueMs = plan.dueMs;
+  }
+  let searchedDn: string | undefined;
+  // Set once the directory took the new password: a failure after that only failed to record it.
+  let applied = false;
+  let id: AccountId = 'a';
+  try {
+    const intent = role.dual_account_mode
+      ? (importStandby && !wal ? { kind: 'import' as const, account: standbyOf(role) } : nextChange(role, now, {
+        force, scheduled, takeBack, walIntent: wal?.intent,
+        standbyDrifted: (await readDriftMark(engine.storage, accountTarget(target, standbyOf(role)))) !== undefined,
+      }))
+      : undefined;
+    id = intent?.account ?? 'a';
+    const account = accountOf(role, id);
+    let rotated: StaticRole = role;
+    const changed = await changePasswordWithWal(engine, {
+      target,
+      account: { dn: account.dn || undefined, username: account.username },
+      knownDn: account.resolvedDn || undefined,
+      passwordPolicy: role.password_policy || undefined,
+      intent: intent && encodeIntent(intent),
+      // A DN found by a new search is claimed before its entry changes: another role or set may manage it.
+      found: async (dn) => {
+        await engine.accounts.claim(owner(name), [{ dn }]);
+        searchedDn = dn;
+      },
+      commit: (password, dn, walIntent) => {
+        applied = true;
+        rotated = changedRecord(role, id, password, dn, walIntent, engine.clock.now());
+        return [putStaticRoleOp(rotated), clearDriftOp(accountTarget(target, id))];
+      },
+      // Recorded over the role as read: an update or another rotation meanwhile fails this record (the WAL keeps the password).
+      commitConditions: [{ key: staticRoleKey(name), expected: snapshot.raw }],
+      fence: scheduled ? engine.ctx.system.fence() : fence,
+    });
+    // The fence failed: this node no longer leads, and the leader's schedule has the role.
+    if (!changed) return undefined;
+    if (searchedDn !== undefined) await releaseStaleDn(engine, name, account.resolvedDn, searchedDn);
+    engine.ctx.metrics.counter(LDAP_STATIC_ROTATIONS).inc({ result: 'success' });
+    reschedule(engine, rotated);
+    engine.ctx.logger.info({ role: name, scheduled, ...(intent ? { change: encodeIntent(intent) } : {}) }, 'static role rotated');
+    return rotated;
+  } catch (err) {
+    // Refused before anything began: nothing to record or retry.
+    if (err instanceof GracePeriodError) throw err;
+    // The claim of a newly found DN is only kept once the role records that DN.
+    if (searchedDn !== undefined) await releaseStaleDn(engine, name, searchedDn, accountOf(role, id).resolvedDn);
+    // Another node rotated the role at the same time, with the same password (it found this change's WAL, or this
+    // change found its): that rotation is this one's, recorded once.
+    const stored = err instanceof ConflictError ? await readStaticRole(engine.storage, name).catch(() => undefined) : undefined;
+    if (stored && stored.last_rotation > role.last_rotation) {
+      reschedule(engine, stored);
+      return stored;
     }
-    let searchedDn: string | undefined;
-    // Set once the directory took the new password: a failure after that only failed to record it.
-    let applied = false;
-    try {
-      let rotated: StaticRole = role;
-      const changed = await changePasswordWithWal(engine, {
-        target: staticRoleTarget(name),
-        account: { dn: role.dn || undefined, username: role.username },
-        knownDn: role.resolved_dn || undefined,
-        passwordPolicy: role.password_policy || undefined,
-        // A DN found by a new search is claimed before its entry changes: another role or set may manage it.
-        found: async (dn) => {
-          await engine.accounts.claim(owner(name), [{ dn }]);
-          searchedDn = dn;
-        },
-        commit: (password, dn) => {
-          applied = true;
-          rotated = { ...rotatedRecord(role, password, engine.clock.now()), resolved_dn: role.dn ? role.resolved_dn : dn };
-          return [putStaticRoleOp(rotated), clearDriftOp(staticRoleTarget(name))];
-        },
-        // Recorded over the role as read: an update or another rotation meanwhile fails this record (the WAL keeps the password).
-        commitConditions: [{ key: staticRoleKey(name), expected: snapshot.raw }],
-        fence: scheduled ? engine.ctx.system.fence() : undefined,
-      });
-      // The fence failed: this node no longer leads, and the leader's schedule has the role.
-      if (!changed) return undefined;
-      if (searchedDn !== undefined) await releaseStaleDn(engine, name, role.resolved_dn, searchedDn);
-      engine.ctx.metrics.counter(LDAP_STATIC_ROTATIONS).inc({ result: 'success' });
-      reschedule(engine, rotated);
-      engine.ctx.logger.info({ role: name, scheduled }, 'static role rotated');
-      return rotated;
-    } catch (err) {
-      // The claim of a newly found DN is only kept once the role records that DN.
-      if (searchedDn !== undefined) await releaseStaleDn(engine, name, searchedDn, role.resolved_dn);
-      // Another node rotated the role at the same time, with the same password (it found this change's WAL, or this
-      // change found its): that rotation is this one's, recorded once.
-      const stored = err instanceof ConflictError ? await readStaticRole(engine.storage, name).catch(() => undefined) : undefined;
-      if (stored && stored.last_rotation > role.last_rotation) {
-        reschedule(engine, stored);
-        return stored;
-      }
-      await recordFailure(engine, role, err, { dueMs, applied });
-      throw err;
-    }
-  });
+    await recordFailure(engine, role, err, { dueMs, applied });
+    throw err;
+  }
 }
 
 /** Releases the registry claim of `stale` unless it names the same entry as `kept`; best effort (logged). */
@@ -248,6 +293,21 @@ function rotatedRecord(role: StaticRole, password: string, at: number): StaticRo
     ...role, password, last_password: role.password, last_rotation: at, next_rotation: due, due_at: due,
     last_error: '', last_error_time: 0, failed_attempts: 0, failing_since: 0, password_unrecorded: false,
   };
+}
+
+/**
+ * The role after `password` was set on account `id` at `at`. A dual-account role records what its write-ahead entry's
+ * intent says (dual-account.ts: a switch, a reset, an import), which must be a change of that account.
+ */
+function changedRecord(role: StaticRole, id: AccountId, password: string, dn: string, walIntent: string, at: number): StaticRole {
+  if (!role.dual_account_mode) return { ...rotatedRecord(role, password, at), resolved_dn: role.dn ? role.resolved_dn : dn };
+  const intent = parseIntent(walIntent);
+  // Another node began a different change between this one's read and its write-ahead entry: not recorded; its entry is finished by the next attempt.
+  if (intent?.account !== id) throw new ConflictError(`the unfinished change of static role "${role.name}" is not the one this rotation began; the next attempt finishes it`);
+  const { fields, rotation } = changedFields(role, intent, password, dn, at);
+  // A reset is no rotation: the due time stays, and only the failure it may have had clears.
+  const base = rotation ? rotatedRecord(role, role.password, at) : { ...rotatedRecord(role, role.password, role.last_rotation), next_rotation: role.due_at, due_at: role.due_at };
+  return { ...base, last_password: role.last_password, ...fields };
 }
 
 /** How an attempt failed: the occurrence it belonged to, and whether the directory had taken its password. */
@@ -300,6 +360,7 @@ const roleFields = {
   disable_automated_rotation: field.bool('Only rotate-role changes the password; rotation_period and rotation_schedule may then be absent.'),
   password_policy: field.string('Name of the password policy for this role\'s passwords; overrides the config\'s. Must exist.', { maxLength: 256 }),
   skip_import_rotation: field.bool('Do not rotate on creation; the password is unknown until the first rotation. Default from the config.'),
+  ...dualAccountFields,
 };
 
 type RoleRequest = BackendRequest<typeof roleFields>;
@@ -350,6 +411,7 @@ async function createRole(engine: LdapEngine, name: string, req: RoleRequest): P
   const dn = (req.data.dn ?? '').trim();
   if (dn && !isValidDn(dn)) throw new BadRequestError(`dn: "${dn}" is not a valid DN`);
   const schedule = validateSchedule(sentScheduleFields(req), undefined);
+  const dual = dualSettingsOnCreate(sentDualFields(req), storedSchedule(schedule), engine.clock.now(), username, dn);
   const passwordPolicy = req.has('password_policy') ? await validatePasswordPolicy(engine, req.data.password_policy ?? '') : '';
 
   const config = await readConfig(engine.storage);
@@ -357,6 +419,7 @@ async function createRole(engine: LdapEngine, name: string, req: RoleRequest): P
   // Only an explicit skip works without a config (nothing touches the directory then).
   if (!config && !skip) throw missingConfigError();
   let resolvedDn = '';
+  let resolvedDnB = '';
   if (config) {
     const { client, bindAccount } = await engine.connections.get();
     // The entry must exist; resolving it also gives the DN the registry claims, spelled as the directory spells it.
@@ -365,16 +428,25 @@ async function createRole(engine: LdapEngine, name: string, req: RoleRequest): P
     const bind = await bindAccount();
     refuseBindAccount(bind, { dn: resolvedDn }, dn ? `dn: "${dn}"` : `username: "${username}"`);
     refuseBindAccount(bind, { username }, `username: "${username}"`);
+    if (dual.dual_account_mode) resolvedDnB = await resolveAccountB(engine, dual, resolvedDn);
   }
 
   const now = engine.clock.now();
   const pending: StaticRole = {
     name, username, dn, resolved_dn: resolvedDn, ...schedule, password_policy: passwordPolicy, password: '', last_password: '',
     last_rotation: 0, next_rotation: 0, due_at: 0, last_error: '', last_error_time: 0, failed_attempts: 0, failing_since: 0, password_unrecorded: false,
+    ...dual, resolved_dn_b: resolvedDnB, password_b: '', active_account: 'a', grace_period_end: 0,
   };
   const due = firstDue(pending, now);
   const role: StaticRole = { ...pending, next_rotation: due, due_at: due };
-  await engine.accounts.claim(owner(name), identities(role));
+  await engine.accounts.claim(owner(name), [accountIdentity(role, 'a')]);
+  // Account b is claimed on its own, so that a refusal names its field; the one-owner rule covers both accounts.
+  if (dual.dual_account_mode) {
+    await engine.accounts.claim(owner(name), [accountIdentity(role, 'b')]).catch(async (err: unknown) => {
+      await engine.accounts.release(owner(name), identities(role));
+      throw err instanceof BadRequestError ? new BadRequestError(`username_b: ${err.message}`) : err;
+    });
+  }
   if (skip) {
     try {
       if (!(await writeStaticRole(engine.storage, role, undefined))) throw new ConflictError(`the static role "${name}" was created at the same time by another request; read it`);
@@ -395,6 +467,7 @@ async function createRole(engine: LdapEngine, name: string, req: RoleRequest): P
       passwordPolicy: passwordPolicy || undefined,
       // The role is stored with the WAL, so a crash from here on leaves both and start-up finishes the import.
       prepare: [putStaticRoleOp(role)],
+      intent: dual.dual_account_mode ? encodeIntent({ kind: 'import', account: 'a' }) : undefined,
       commit: (password) => {
         applied = true;
         return [putStaticRoleOp(rotatedRecord(role, password, engine.clock.now())), clearDriftOp(staticRoleTarget(name))];
@@ -415,6 +488,15 @@ async function createRole(engine: LdapEngine, name: string, req: RoleRequest): P
     await engine.accounts.release(owner(name), identities(role)).catch(() => undefined);
     throw err;
   }
+  if (!dual.dual_account_mode) return;
+  // Account b's first password, a change of the stored role: a failure keeps the role serving account a, recorded and
+  // retried on the backoff (the retry is a rotation: b gets a password and becomes the active account).
+  try {
+    await rotateLocked(engine, name, { importStandby: true });
+  } catch (err) {
+    if (!(err instanceof StrongroomError)) throw err;
+    throw new StrongroomError(err.status, `the role was created serving account a; setting the password of account b failed and is retried in the background: ${err.message}`);
+  }
 }
 
 async function updateRole(engine: LdapEngine, role: StaticRole, req: RoleRequest): Promise<void> {
@@ -426,12 +508,15 @@ async function updateRole(engine: LdapEngine, role: StaticRole, req: RoleRequest
   // "" clears the DN (the username search is used from then on); any other value must be the same entry.
   if (dn && !(isValidDn(dn) && role.dn && dnEquals(dn, role.dn))) throw new BadRequestError('dn: cannot update static account distinguished name (dn)');
   const sent = sentScheduleFields(req);
-  // Checked against the role as read, so a bad request fails before anything is written; applied to the role as stored.
-  validateSchedule(sent, role);
-  const passwordPolicy = req.has('password_policy') ? await validatePasswordPolicy(engine, req.data.password_policy ?? '') : undefined;
+  const sentDual = sentDualFields(req);
   const now = engine.clock.now();
+  // Checked against the role as read, so a bad request fails before anything is written; applied to the role as stored.
+  dualSettingsOnUpdate(sentDual, role, storedSchedule(validateSchedule(sent, role)), now);
+  const passwordPolicy = req.has('password_policy') ? await validatePasswordPolicy(engine, req.data.password_policy ?? '') : undefined;
   const updated = await editStaticRole(engine.storage, role.name, (current) => {
-    const next: StaticRole = { ...current, ...validateSchedule(sent, current), password_policy: passwordPolicy ?? current.password_policy };
+    const schedule = validateSchedule(sent, current);
+    const dual = dualSettingsOnUpdate(sentDual, current, storedSchedule(schedule), now);
+    const next: StaticRole = { ...current, ...schedule, ...dual, password_policy: passwordPolicy ?? current.password_policy };
     if (dn !== undefined) next.dn = dn ? current.dn : '';
     // A new schedule sets the next due time; a role waiting for a retry keeps its retry time and occurrence.
     if (!sameSchedule(roleSchedule(next), roleSchedule(current)) && current.failed_attempts === 0) {
@@ -449,15 +534,16 @@ async function deleteRole(engine: LdapEngine, name: string): Promise<void> {
     engine.scheduler.unschedule(name);
     // The directory keeps the last password the server set; the WAL of an unfinished rotation and the drift mark go too.
     await engine.storage.transaction([
-      { type: 'delete', key: staticRoleKey(name) }, { type: 'delete', key: walKey(staticRoleTarget(name)) }, clearDriftOp(staticRoleTarget(name)),
+      { type: 'delete', key: staticRoleKey(name) }, { type: 'delete', key: walKey(staticRoleTarget(name)) },
+      ...managedAccounts(role).map((id) => clearDriftOp(accountTarget(staticRoleTarget(name), id))),
     ]);
     await engine.accounts.release(owner(name), identities(role));
   });
 }
 
 async function readData(engine: LdapEngine, role: StaticRole): Promise<Record<string, unknown>> {
-  const plan = plannedRotation(role, engine.clock.now());
-  const drift = await readDriftMark(engine.storage, staticRoleTarget(role.name));
+  const now = engine.clock.now();
+  const plan = plannedRotation(role, now);
   return {
     dn: role.dn,
     username: role.username,
@@ -470,8 +556,8 @@ async function readData(engine: LdapEngine, role: StaticRole): Promise<Record<st
     ...(plan ? { next_rotation: rfc3339(plan.runAt) } : {}),
     // Failures are visible until the next successful rotation.
     ...(role.failed_attempts > 0 ? { last_rotation_error: { message: role.last_error, time: rfc3339(role.last_error_time) } } : {}),
-    drifted: drift !== undefined,
-    ...(drift ? { drift_detected_at: rfc3339(drift.detected_at) } : {}),
+    ...(await driftReadData(engine.storage, staticRoleTarget(role.name), role)),
+    ...dualReadData(role, now),
   };
 }
 
