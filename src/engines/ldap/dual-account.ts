@@ -192,9 +192,9 @@ export function servedCredential(role: DualRole, now: number): Record<string, un
   };
 }
 
-/** The role read's dual fields (none without the mode, beyond the flag). */
+/** The role read's dual fields; none without the mode, so a plain role reads as it always did. */
 export function dualReadData(role: DualRole, now: number): Record<string, unknown> {
-  if (!role.dual_account_mode) return { dual_account_mode: false };
+  if (!role.dual_account_mode) return {};
   const state = roleState(role, now);
   return {
     dual_account_mode: true, username_b: role.username_b, dn_b: role.dn_b, grace_period: role.grace_period, standby_action: role.standby_action,
