@@ -224,3 +224,190 @@ describe('static-role/:name with dual_account_mode', () => {
     expect(await read(s)).toMatchObject({ drifted: false, state: 'active', active_account: 'a' });
   });
 });
+
+describe('static-role/:name dual_account_mode field rules', () => {
+  /**
+   * Every refusal: a 400 naming the field first (the engine's rules as `<field>: ...`, a value the field's type refuses
+   * as the framework's `invalid value for field "<field>"`), and nothing stored (no role, no claim).
+   */
+  async function refused(s: TestServer, path: string, body: Record<string, unknown>, fieldName: string): Promise<void> {
+    const r = await s.request('POST', path, { body });
+    expect(r.status, JSON.stringify(r.body)).toBe(400);
+    expect(r.body.errors[0]).toMatch(new RegExp(`^(${fieldName}\\b|invalid value for field "${fieldName}")`));
+  }
+
+  it.each([
+    ['the same account twice (username_b = username)', { username_b: 'user0' }, 'username_b'],
+    ['the same account twice, in another case', { username_b: 'USER0' }, 'username_b'],
+    ['the same entry twice by DN, spelled differently', { dn: 'DN_A', dn_b: 'DN_A_UPPER' }, 'dn_b'],
+    ['account b by DN is account a found by username', { dn_b: 'DN_A' }, 'dn_b'],
+    ['username_b owned by another role', { username_b: 'user2' }, 'username_b'],
+    ['username_b owned by another role, in another case', { username_b: 'User2' }, 'username_b'],
+    ['username_b missing', { username_b: undefined }, 'username_b'],
+    ['username_b not in the directory', { username_b: 'nobody' }, 'username_b'],
+    ['dn_b not a DN', { dn_b: 'not a dn' }, 'dn_b'],
+    ['username_b is the engine\'s bind account', { username_b: 'engine' }, 'username_b'],
+    ['grace_period equal to rotation_period', { grace_period: '1h' }, 'grace_period'],
+    ['grace_period longer than rotation_period', { grace_period: '2h' }, 'grace_period'],
+    ['grace_period not shorter than the schedule\'s interval', { rotation_period: undefined, rotation_schedule: '0 */6 * * *', grace_period: '6h' }, 'grace_period'],
+    ['grace_period not shorter than the schedule\'s shortest interval', { rotation_period: undefined, rotation_schedule: '0 2,3 * * *', grace_period: '2h' }, 'grace_period'],
+    ['grace_period missing', { grace_period: undefined }, 'grace_period'],
+    ['standby_action unknown', { standby_action: 'delete' }, 'standby_action'],
+    ['username_b without dual_account_mode', { dual_account_mode: false }, 'username_b'],
+    ['grace_period without dual_account_mode', { dual_account_mode: undefined, username_b: undefined }, 'grace_period'],
+  ])('creation refuses %s (400 naming the field, nothing stored)', async (_, change, fieldName) => {
+    const clock = new FakeClock(T0);
+    const s = await server({ clock });
+    await configure(s, facts, ou);
+    await ok(s, 'POST', 'ldap/static-role/other', { username: 'user2', rotation_period: '1h' });
+    const spelled: Record<string, string> = { DN_A: userDn(0), DN_A_UPPER: userDn(0).toUpperCase().replace(/,/g, ' , ') };
+    const body: Record<string, unknown> = { username: 'user0', ...DUAL };
+    for (const [k, v] of Object.entries(change)) {
+      if (v === undefined) delete body[k];
+      else body[k] = typeof v === 'string' && v in spelled ? spelled[v] : v;
+    }
+    await refused(s, 'ldap/static-role/app', body, fieldName);
+    expect((await s.request('GET', 'ldap/static-role/app')).status).toBe(404);
+    // Nothing claimed: both accounts can still be managed by a role of their own.
+    await ok(s, 'POST', 'ldap/static-role/plain-a', { username: 'user0', rotation_period: '1h' });
+    await ok(s, 'POST', 'ldap/static-role/plain-b', { username: 'user1', rotation_period: '1h' });
+  });
+
+  it.each([
+    ['dual_account_mode turned off', { dual_account_mode: false }, 'dual_account_mode'],
+    ['username_b changed', { username_b: 'user2' }, 'username_b'],
+    ['dn_b changed', { dn_b: 'DN_C' }, 'dn_b'],
+    ['grace_period made as long as the period', { grace_period: '1h' }, 'grace_period'],
+    ['rotation_period made shorter than the grace', { rotation_period: '5m' }, 'grace_period'],
+    ['a schedule whose interval is shorter than the grace', { rotation_schedule: '*/5 * * * *' }, 'grace_period'],
+    ['standby_action unknown', { standby_action: 'RESET!' }, 'standby_action'],
+  ])('an update of a dual-account role refuses %s (400 naming the field, nothing changed)', async (_, change, fieldName) => {
+    const { s } = await dualRole();
+    const before = await read(s);
+    const body = Object.fromEntries(Object.entries(change).map(([k, v]) => [k, v === 'DN_C' ? userDn(2) : v]));
+    await refused(s, 'ldap/static-role/app', body, fieldName);
+    expect(await read(s)).toEqual(before);
+  });
+
+  it('"dual_account_mode is immutable after creation": a plain role cannot become dual (400 naming the field, nothing changed)', async () => {
+    const clock = new FakeClock(T0);
+    const s = await server({ clock });
+    await configure(s, facts, ou);
+    await ok(s, 'POST', 'ldap/static-role/app', { username: 'user0', rotation_period: '1h' });
+    const before = await read(s);
+    await refused(s, 'ldap/static-role/app', { dual_account_mode: true, username_b: 'user1', grace_period: '10m' }, 'dual_account_mode');
+    await refused(s, 'ldap/static-role/app', { grace_period: '10m' }, 'grace_period');
+    expect(await read(s)).toEqual(before);
+  });
+
+  it('"an update may change grace_period and standby_action", checked against the schedule as it will be', async () => {
+    const { s } = await dualRole();
+    await ok(s, 'POST', 'ldap/static-role/app', { grace_period: '30m', standby_action: 'reset', dual_account_mode: true, username_b: 'user1' });
+    expect(await read(s)).toMatchObject({ grace_period: 1800, standby_action: 'reset' });
+    await ok(s, 'POST', 'ldap/static-role/app', { rotation_period: '2h', grace_period: '90m' });
+    expect(await read(s)).toMatchObject({ rotation_period: 7200, grace_period: 5400 });
+  });
+});
+
+describe('restarts and leader changes in the middle of a grace', () => {
+  const unsealKey = randomBytes(32).toString('base64');
+
+  it('"a restart in the middle of a grace keeps the schedule": the grace ends (and resets) at its time, a reset missed while down runs at once, the next switch comes a period after the last', async () => {
+    const dataDir = pool.dataDir('strongroom-dual-');
+    const start = (ms: number) => {
+      const clock = new FakeClock(ms);
+      return server({ storage: 'sqlite', dataDir, unsealKey, clock }).then((s) => ({ s, clock }));
+    };
+    let { s, clock } = await start(T0);
+    await configure(s, facts, ou);
+    await ok(s, 'POST', 'ldap/static-role/app', { username: 'user0', ...DUAL, standby_action: 'reset' });
+    const pa = (await cred(s, 'app')).password;
+    await ok(s, 'POST', 'ldap/rotate-role/app');
+    const pb = (await cred(s, 'app')).password;
+    await s.close();
+
+    // Back inside the grace: nothing before its end, the reset at its end, no switch.
+    ({ s, clock } = await start(T0 + 5 * MINUTE));
+    await clock.advance(1);
+    await settle();
+    expect(await read(s)).toMatchObject({ state: 'grace_period', active_account: 'b', grace_period_end: '2031-01-03T12:10:00.000Z', next_rotation: '2031-01-03T13:00:00.000Z' });
+    expect(await binds(0, pa)).toBe(true);
+    await clock.advance(5 * MINUTE);
+    await vi.waitFor(async () => expect(await binds(0, pa)).toBe(false), { timeout: 5000 });
+    expect(await cred(s, 'app')).toMatchObject({ username: 'user1', password: pb });
+    await s.close();
+
+    // Down across the next switch: it runs once, at once, and its grace counts from it.
+    ({ s, clock } = await start(at('2031-01-03T13:01:00Z')));
+    await clock.advance(1);
+    await vi.waitFor(async () => expect((await cred(s, 'app')).username).toBe('user0'), { timeout: 5000 });
+    const pa2 = (await cred(s, 'app')).password;
+    expect(await read(s)).toMatchObject({ state: 'grace_period', grace_period_end: '2031-01-03T13:11:00.001Z', next_rotation: '2031-01-03T14:01:00.001Z' });
+    expect(await binds(1, pb)).toBe(true);
+    await s.close();
+
+    // Down across that grace's end: the reset it owes runs as soon as the server is back; the switch still waits.
+    ({ s, clock } = await start(at('2031-01-03T13:30:00Z')));
+    await clock.advance(1);
+    await vi.waitFor(async () => expect(await binds(1, pb)).toBe(false), { timeout: 5000 });
+    expect(await read(s)).toMatchObject({ state: 'active', active_account: 'a', next_rotation: '2031-01-03T14:01:00.001Z' });
+    expect((await cred(s, 'app')).password).toBe(pa2);
+    expect(await binds(0, pa2)).toBe(true);
+  });
+
+  describe('on PostgreSQL', () => {
+    const postgres = inject('postgres');
+    const timings = { leaseTtlMs: 1500, renewMs: 200, pollMs: 100, heartbeatMs: 300, deadAfterMs: 2000 };
+
+    it('"every node serves the same active account; a leader change in the middle of a grace keeps the schedule": the new leader resets at the grace\'s end and switches at the due time', async () => {
+      const db = await createDatabase(postgres);
+      try {
+        const clock = new FakeClock(T0);
+        const node = () => server({ postgresUrl: db.url, unsealKey, clock, cluster: timings });
+        const leaderOf = async (nodes: TestServer[]) => {
+          await vi.waitFor(() => expect(nodes.filter((n) => n.core.cluster.leading)).toHaveLength(1), { timeout: 10_000, interval: 50 });
+          return nodes.find((n) => n.core.cluster.leading)!;
+        };
+        const first = await node();
+        await leaderOf([first]);
+        await configure(first, facts, ou);
+        await ok(first, 'POST', 'ldap/static-role/app', { username: 'user0', ...DUAL, standby_action: 'reset' });
+        const pa = (await cred(first, 'app')).password;
+        const second = await node();
+        // A rotation by hand on the node that does not lead: both serve account b at once.
+        await ok(second, 'POST', 'ldap/rotate-role/app');
+        const served = await cred(second, 'app');
+        expect(served.username).toBe('user1');
+        expect(await cred(first, 'app')).toEqual(served);
+
+        await first.close();
+        await clock.advance(5 * MINUTE);
+        await leaderOf([second]);
+        await settle();
+        expect(await binds(0, pa)).toBe(true);
+        expect(await read(second)).toMatchObject({ state: 'grace_period', grace_period_end: '2031-01-03T12:10:00.000Z' });
+        await vi.waitFor(async () => {
+          await clock.advance(MINUTE);
+          expect(await binds(0, pa)).toBe(false);
+        }, { timeout: 10_000, interval: 200 });
+        expect(clock.now()).toBeGreaterThanOrEqual(at('2031-01-03T12:10:00Z'));
+        expect(await read(second)).toMatchObject({ state: 'active', active_account: 'b', next_rotation: '2031-01-03T13:00:00.000Z' });
+        expect((await cred(second, 'app')).password).toBe(served.password);
+
+        await clock.advance(at('2031-01-03T12:59:00Z') - clock.now());
+        await settle();
+        expect((await cred(second, 'app')).username).toBe('user1');
+        await vi.waitFor(async () => {
+          await clock.advance(30_000);
+          expect((await cred(second, 'app')).username).toBe('user0');
+        }, { timeout: 10_000, interval: 200 });
+        expect(await binds(0, (await cred(second, 'app')).password)).toBe(true);
+        expect(await binds(1, served.password)).toBe(true);
+        await second.close();
+      } finally {
+        await pool.closeAll();
+        await db.drop();
+      }
+    });
+  });
+});
