@@ -3,10 +3,13 @@
 // Real slapd, a fake clock where timing matters, PostgreSQL for leader changes, a real process for kill -9.
 // docs/rotation.md ("Dual-account roles") is the contract these tests read.
 import { randomBytes } from 'node:crypto';
+import { createServer, connect, type Server, type Socket } from 'node:net';
+import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, inject, it, vi } from 'vitest';
 import { FakeClock } from '../../src/core/clock.ts';
 import { readStaticRole } from '../../src/engines/ldap/static-roles.ts';
-import { configure, cred, ok, mountStorage } from '../support/ldap-engine.ts';
+import { configure, cred, ok, mountStorage, ouConfig } from '../support/ldap-engine.ts';
+import { startNode } from '../support/node-process.ts';
 import { createDatabase } from '../support/postgres.ts';
 import { parseScrape } from '../support/prometheus.ts';
 import { testServers, type TestServer } from '../support/server.ts';
@@ -409,5 +412,122 @@ describe('restarts and leader changes in the middle of a grace', () => {
         await db.drop();
       }
     });
+  });
+});
+
+/**
+ * A TCP forwarder to slapd that, once armed, holds back the answer to the next LDAP modify (ModifyResponse,
+ * [APPLICATION 7]) and everything after it on that connection: the directory has made the change, the server under
+ * test waits for the answer. It also keeps what clients sent since it was armed (the modify carries the password).
+ */
+async function holdingProxy(host: string, port: number) {
+  const sockets = new Set<Socket>();
+  let armed: (() => void) | undefined;
+  let sent = Buffer.alloc(0);
+  const server: Server = createServer((client) => {
+    const upstream = connect(port, host);
+    for (const sock of [client, upstream]) {
+      sockets.add(sock);
+      sock.on('error', () => sock.destroy());
+      sock.on('close', () => sockets.delete(sock));
+    }
+    client.on('data', (chunk: Buffer) => {
+      if (armed) sent = Buffer.concat([sent, chunk]);
+      upstream.write(chunk);
+    });
+    let pending = Buffer.alloc(0);
+    let holding = false;
+    upstream.on('data', (chunk: Buffer) => {
+      if (holding) return;
+      pending = Buffer.concat([pending, chunk]);
+      // Whole BER messages only: SEQUENCE, its length, messageID (INTEGER), then the operation's tag.
+      for (;;) {
+        if (pending.length < 2) return;
+        let len = pending[1]!;
+        let head = 2;
+        if (len & 0x80) {
+          const n = len & 0x7f;
+          if (pending.length < 2 + n) return;
+          len = 0;
+          for (let i = 0; i < n; i++) len = len * 256 + pending[2 + i]!;
+          head = 2 + n;
+        }
+        if (pending.length < head + len) return;
+        const op = pending[head + 2 + pending[head + 1]!];
+        if (armed && op === 0x67) {
+          holding = true;
+          armed();
+          return;
+        }
+        client.write(pending.subarray(0, head + len));
+        pending = pending.subarray(head + len);
+      }
+    });
+    client.on('close', () => upstream.destroy());
+    upstream.on('close', () => client.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+  return {
+    url: `ldap://127.0.0.1:${(server.address() as { port: number }).port}`,
+    /** Resolves once a modify's answer is held back. */
+    holdNextModify(): Promise<void> {
+      sent = Buffer.alloc(0);
+      return new Promise((resolve) => (armed = resolve));
+    },
+    sent: () => sent,
+    /** Forwards normally again: connections holding an answer are cut (their client is gone anyway). */
+    release(): void {
+      armed = undefined;
+      for (const sock of sockets) sock.destroy();
+    },
+    close: () => new Promise<void>((resolve) => {
+      for (const sock of sockets) sock.destroy();
+      server.close(() => resolve());
+    }),
+  };
+}
+
+describe('kill -9 in the middle of a switch (a real process)', () => {
+  it('"kill -9 between the directory write and the storage commit replays correctly": the password the directory took is recorded and switched to, and static-cred never serves one the directory does not have', async () => {
+    const proxy = await holdingProxy(facts.host, facts.port);
+    const storage = `sqlite:${join(pool.dataDir('strongroom-dual-kill-'), 'strongroom.db')}`;
+    const key = randomBytes(32).toString('base64');
+    let node = await startNode(storage, key);
+    try {
+      const config = await node.request('POST', 'ldap/config', { body: ouConfig(facts, ou, { url: proxy.url }) });
+      expect(config.status, JSON.stringify(config.body)).toBe(204);
+      const created = await node.request('POST', 'ldap/static-role/app', { body: { username: 'user0', ...DUAL } });
+      expect(created.status, JSON.stringify(created.body)).toBe(204);
+      const before = (await node.request('GET', 'ldap/static-cred/app')).body.data;
+      expect(before.username).toBe('user0');
+
+      const held = proxy.holdNextModify();
+      const rotating = node.request('POST', 'ldap/rotate-role/app').catch(() => undefined);
+      await vi.waitFor(() => held, { timeout: 10_000 });
+      // The directory has account b's new password; storage has only the write-ahead entry.
+      await node.kill();
+      await rotating;
+      const written = proxy.sent();
+      proxy.release();
+
+      node = await startNode(storage, key);
+      const seen: Array<{ username: string; password: string }> = [];
+      await vi.waitFor(async () => {
+        const served = (await node.request('GET', 'ldap/static-cred/app')).body.data;
+        seen.push({ username: served.username, password: served.password });
+        expect(served.username).toBe('user1');
+      }, { timeout: 15_000, interval: 50 });
+      for (const { username, password } of seen) expect(await binds(username === 'user0' ? 0 : 1, password), username).toBe(true);
+      const after = seen.at(-1)!;
+      // The replay applied the password written before the kill (the write-ahead entry's), not a new one.
+      expect(written.includes(Buffer.from(after.password))).toBe(true);
+      expect(await binds(0, before.password)).toBe(true);
+      const role = (await node.request('GET', 'ldap/static-role/app')).body.data;
+      expect(role).toMatchObject({ active_account: 'b', state: 'grace_period' });
+      expect(role).not.toHaveProperty('last_rotation_error');
+    } finally {
+      await node.kill();
+      await proxy.close();
+    }
   });
 });
