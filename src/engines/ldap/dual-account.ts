@@ -18,7 +18,7 @@ import { field } from '../../core/fields.ts';
 import { isValidDn } from '../../providers/ldap/dn.ts';
 import { LdapProviderError } from '../../providers/ldap/errors.ts';
 import { shortestInterval, type RotationSchedule } from '../../lib/rotation-schedule.ts';
-import { refuseBindAccount, sameAccount, type AccountIdentity } from './accounts.ts';
+import { refuseBindAccount, sameAccount, type AccountIdentity, type AccountOwner, type ManagedAccounts } from './accounts.ts';
 import type { LdapEngine } from './config.ts';
 import { readDriftMark } from './drift-marks.ts';
 import type { StorageView } from '../../core/storage/view.ts';
@@ -63,6 +63,13 @@ export interface DualRole {
   standby_action: 'keep' | 'reset';
 }
 
+/** The schedule state a static role keeps beside (static-roles.ts). */
+interface ScheduleState {
+  failed_attempts: number;
+  next_rotation: number;
+  due_at: number;
+}
+
 export const otherAccount = (id: AccountId): AccountId => (id === 'a' ? 'b' : 'a');
 export const standbyOf = (role: DualRole): AccountId => otherAccount(role.active_account);
 
@@ -101,6 +108,16 @@ export function roleState(role: DualRole, now: number): RoleState {
 
 /** The time before which no automated switch starts (the grace of the last one); 0 without the mode. */
 export const switchHold = (role: DualRole): number => (role.dual_account_mode ? role.grace_period_end : 0);
+
+/**
+ * The leader's next run for a role whose next rotation is `rotation`: before it, the reset a dual role owes when a
+ * grace ends (at its end, or at the retry time of a failed reset).
+ */
+export function withReset<P extends { runAt: number; dueMs: number }>(role: DualRole & ScheduleState, now: number, rotation: P | undefined): { runAt: number; dueMs: number } | undefined {
+  if (!resetPending(role)) return rotation;
+  const resetAt = Math.max(now, role.grace_period_end, role.failed_attempts > 0 ? role.next_rotation : 0);
+  return rotation && rotation.runAt <= resetAt ? rotation : { runAt: resetAt, dueMs: rotation?.dueMs ?? role.due_at };
+}
 
 // ---- the next change ---------------------------------------------------------------------------------
 
@@ -161,6 +178,24 @@ export function nextChange(role: DualRole, now: number, req: ChangeRequest): Int
       'no switch to it until drift verification takes it back (drift_action rotate) or finds its password again, or rotate-role with force=true');
   }
   return { kind: 'switch', account: standby };
+}
+
+/** What a rotation of a dual role was asked for (static-roles.ts's RotateOptions). */
+export interface DualRotateOptions {
+  scheduled: boolean;
+  force: boolean;
+  takeBack?: AccountId;
+  /** The creation's second step: account b's first password, unless it has one by now. */
+  importStandby: boolean;
+}
+
+/** The change a rotation of a dual role makes now (nextChange, with the standby's drift mark read); null: nothing to do. */
+export async function dualIntent(storage: StorageView, role: DualRole, roleTarget: string, wal: { intent: string } | undefined, now: number, opts: DualRotateOptions): Promise<Intent | null> {
+  const standby = standbyOf(role);
+  // A rotation that came first (rotate-role on another node right after the creation) already set and switched to it.
+  if (opts.importStandby && !wal) return accountOf(role, standby).password || role.active_account !== 'a' ? null : { kind: 'import', account: standby };
+  const standbyDrifted = (await readDriftMark(storage, accountTarget(roleTarget, standby))) !== undefined;
+  return nextChange(role, now, { ...opts, walIntent: wal?.intent, standbyDrifted });
 }
 
 /**
@@ -285,6 +320,19 @@ export function dualSettingsOnUpdate(sent: DualSent, role: DualRole, schedule: R
   const grace = sent.grace_period ?? role.grace_period;
   checkGrace(grace, schedule, now);
   return { grace_period: grace, standby_action: sent.standby_action === undefined ? role.standby_action : sent.standby_action === 'reset' ? 'reset' : 'keep' };
+}
+
+/**
+ * Claims the role's accounts in the managed-account registry, all or nothing: account b on its own, so that a refusal
+ * names its field; the one-owner rule covers both accounts.
+ */
+export async function claimAccounts(accounts: ManagedAccounts, owner: AccountOwner, role: DualRole): Promise<void> {
+  await accounts.claim(owner, [accountIdentity(role, 'a')]);
+  if (!role.dual_account_mode) return;
+  await accounts.claim(owner, [accountIdentity(role, 'b')]).catch(async (err: unknown) => {
+    await accounts.release(owner, [accountIdentity(role, 'a'), accountIdentity(role, 'b')]);
+    throw err instanceof BadRequestError ? new BadRequestError(`username_b: ${err.message}`) : err;
+  });
 }
 
 /**

@@ -16,8 +16,8 @@ import { refuseBindAccount, type AccountIdentity, type AccountOwner } from './ac
 import { missingConfigError, readConfig, type LdapEngine, type LdapEnginePart } from './config.ts';
 import { clearDriftOp, readDriftMark } from './drift-marks.ts';
 import {
-  GracePeriodError, driftReadData, accountIdentity, accountOf, accountTarget, changedFields, dualAccountFields, dualAccountShape, dualReadData, dualSettingsOnCreate, dualSettingsOnUpdate,
-  encodeIntent, managedAccounts, nextChange, parseIntent, resetPending, resolveAccountB, sentDualFields, standbyOf, switchHold, type AccountId,
+  GracePeriodError, accountIdentity, accountOf, accountTarget, changedFields, driftReadData, dualAccountFields, dualAccountShape, dualIntent, dualReadData, dualSettingsOnCreate,
+  dualSettingsOnUpdate, encodeIntent, type DualRotateOptions, managedAccounts, parseIntent, claimAccounts, resolveAccountB, withReset, sentDualFields, switchHold, type AccountId,
 } from './dual-account.ts';
 import type { PreparedWrite } from '../../core/storage/view.ts';
 import { UnrecordedPasswordError, changePasswordWithWal, listWalTargets, readWal, walKey } from './rotation.ts';
@@ -150,12 +150,7 @@ export function plannedRotation(role: StaticRole, now: number, walPending = fals
 }
 
 /** The leader's next run for the role: its rotation, or before it the reset a dual-account role owes when a grace ends. */
-function plannedWork(role: StaticRole, now: number, walPending = false): { runAt: number; dueMs: number } | undefined {
-  const rotation = plannedRotation(role, now, walPending);
-  if (!resetPending(role)) return rotation;
-  const resetAt = Math.max(now, role.grace_period_end, role.failed_attempts > 0 ? role.next_rotation : 0);
-  return rotation && rotation.runAt <= resetAt ? rotation : { runAt: resetAt, dueMs: rotation?.dueMs ?? role.due_at };
-}
+const plannedWork = (role: StaticRole, now: number, walPending = false) => withReset(role, now, plannedRotation(role, now, walPending));
 
 /** Puts the role on the leader's schedule at its planned time, or off it. */
 function reschedule(engine: LdapEngine, role: StaticRole, walPending = false): void {
@@ -172,19 +167,8 @@ function firstDue(role: StaticRole, now: number): number {
 
 // ---- rotation --------------------------------------------------------------------------------------
 
-/** How a rotation is asked for; every field applies to dual-account roles only but `scheduled` and `fence`. */
-export interface RotateOptions {
-  /** The leader's schedule: only a role whose planned time has come, and only while this node leads. */
-  scheduled?: boolean;
-  /** rotate-role's force=true: a switch even during a grace period or over a drifted standby. */
-  force?: boolean;
-  /** Drift take-back of this account. */
-  takeBack?: AccountId;
-  /** The leader's fence for work it started elsewhere than its schedule (drift take-back). */
-  fence?: PreparedWrite;
-  /** The second half of a dual-account role's creation: account b's first password. */
-  importStandby?: boolean;
-}
+/** How a rotation is asked for: `scheduled` below; the rest is dual-account.ts's, but `fence`, the leader's for work off its schedule (drift take-back). */
+export type RotateOptions = Partial<DualRotateOptions> & { fence?: PreparedWrite };
 
 /**
  * Rotates one role now under its lock. On failure the role records the error and is rescheduled with
@@ -195,87 +179,82 @@ export interface RotateOptions {
  * than a rotation by hand on another node, or than a closed window) and only while this node leads (the fence).
  * Undefined when there was nothing to rotate.
  */
-export async function rotateStaticRole(engine: LdapEngine, name: string, options: RotateOptions = {}): Promise<StaticRole | undefined> {
-  return engine.locks.run(staticRoleKey(name), () => rotateLocked(engine, name, options));
-}
-
-async function rotateLocked(engine: LdapEngine, name: string, { scheduled = false, force = false, takeBack, fence, importStandby = false }: RotateOptions): Promise<StaticRole | undefined> {
-  const snapshot = await readStaticRoleSnapshot(engine.storage, name);
-  if (!snapshot) {
-    engine.scheduler.unschedule(name);
-    return undefined;
-  }
-  const { role } = snapshot;
-  const now = engine.clock.now();
-  const target = staticRoleTarget(name);
-  const wal = await readWal(engine.storage, target);
-  // A rotation by hand is an occurrence of its own: its retries keep to the window that starts now.
-  let dueMs = now;
-  if (scheduled) {
-    const plan = plannedWork(role, now, wal !== undefined);
-    if (!plan || plan.runAt > now) {
-      if (plan) engine.scheduler.schedule(name, plan.runAt);
-      else engine.scheduler.unschedule(name);
+export async function rotateStaticRole(engine: LdapEngine, name: string, { scheduled = false, force = false, takeBack, fence, importStandby = false }: RotateOptions = {}): Promise<StaticRole | undefined> {
+  return engine.locks.run(staticRoleKey(name), async () => {
+    const snapshot = await readStaticRoleSnapshot(engine.storage, name);
+    if (!snapshot) {
+      engine.scheduler.unschedule(name);
       return undefined;
     }
-    dueMs = plan.dueMs;
-  }
-  let searchedDn: string | undefined;
-  // Set once the directory took the new password: a failure after that only failed to record it.
-  let applied = false;
-  let id: AccountId = 'a';
-  try {
-    const intent = role.dual_account_mode
-      ? (importStandby && !wal ? { kind: 'import' as const, account: standbyOf(role) } : nextChange(role, now, {
-        force, scheduled, takeBack, walIntent: wal?.intent,
-        standbyDrifted: (await readDriftMark(engine.storage, accountTarget(target, standbyOf(role)))) !== undefined,
-      }))
-      : undefined;
-    id = intent?.account ?? 'a';
-    const account = accountOf(role, id);
-    let rotated: StaticRole = role;
-    const changed = await changePasswordWithWal(engine, {
-      target,
-      account: { dn: account.dn || undefined, username: account.username },
-      knownDn: account.resolvedDn || undefined,
-      passwordPolicy: role.password_policy || undefined,
-      intent: intent && encodeIntent(intent),
-      // A DN found by a new search is claimed before its entry changes: another role or set may manage it.
-      found: async (dn) => {
-        await engine.accounts.claim(owner(name), [{ dn }]);
-        searchedDn = dn;
-      },
-      commit: (password, dn, walIntent) => {
-        applied = true;
-        rotated = changedRecord(role, id, password, dn, walIntent, engine.clock.now());
-        return [putStaticRoleOp(rotated), clearDriftOp(accountTarget(target, id))];
-      },
-      // Recorded over the role as read: an update or another rotation meanwhile fails this record (the WAL keeps the password).
-      commitConditions: [{ key: staticRoleKey(name), expected: snapshot.raw }],
-      fence: scheduled ? engine.ctx.system.fence() : fence,
-    });
-    // The fence failed: this node no longer leads, and the leader's schedule has the role.
-    if (!changed) return undefined;
-    if (searchedDn !== undefined) await releaseStaleDn(engine, name, account.resolvedDn, searchedDn);
-    engine.ctx.metrics.counter(LDAP_STATIC_ROTATIONS).inc({ result: 'success' });
-    reschedule(engine, rotated);
-    engine.ctx.logger.info({ role: name, scheduled, ...(intent ? { change: encodeIntent(intent) } : {}) }, 'static role rotated');
-    return rotated;
-  } catch (err) {
-    // Refused before anything began: nothing to record or retry.
-    if (err instanceof GracePeriodError) throw err;
-    // The claim of a newly found DN is only kept once the role records that DN.
-    if (searchedDn !== undefined) await releaseStaleDn(engine, name, searchedDn, accountOf(role, id).resolvedDn);
-    // Another node rotated the role at the same time, with the same password (it found this change's WAL, or this
-    // change found its): that rotation is this one's, recorded once.
-    const stored = err instanceof ConflictError ? await readStaticRole(engine.storage, name).catch(() => undefined) : undefined;
-    if (stored && stored.last_rotation > role.last_rotation) {
-      reschedule(engine, stored);
-      return stored;
+    const { role } = snapshot;
+    const now = engine.clock.now();
+    const target = staticRoleTarget(name);
+    const wal = await readWal(engine.storage, target);
+    // A rotation by hand is an occurrence of its own: its retries keep to the window that starts now.
+    let dueMs = now;
+    if (scheduled) {
+      const plan = plannedWork(role, now, wal !== undefined);
+      if (!plan || plan.runAt > now) {
+        if (plan) engine.scheduler.schedule(name, plan.runAt);
+        else engine.scheduler.unschedule(name);
+        return undefined;
+      }
+      dueMs = plan.dueMs;
     }
-    await recordFailure(engine, role, err, { dueMs, applied });
-    throw err;
-  }
+    let searchedDn: string | undefined;
+    // Set once the directory took the new password: a failure after that only failed to record it.
+    let applied = false;
+    let id: AccountId = 'a';
+    try {
+      // A dual-account role changes one account, the standby (dual-account.ts); a plain role its only one, a.
+      const intent = role.dual_account_mode ? await dualIntent(engine.storage, role, target, wal, now, { scheduled, force, takeBack, importStandby }) : undefined;
+      if (intent === null) return undefined;
+      id = intent?.account ?? 'a';
+      const account = accountOf(role, id);
+      let rotated: StaticRole = role;
+      const changed = await changePasswordWithWal(engine, {
+        target: staticRoleTarget(name),
+        account: { dn: account.dn || undefined, username: account.username },
+        knownDn: account.resolvedDn || undefined,
+        passwordPolicy: role.password_policy || undefined,
+        intent: intent && encodeIntent(intent),
+        // A DN found by a new search is claimed before its entry changes: another role or set may manage it.
+        found: async (dn) => {
+          await engine.accounts.claim(owner(name), [{ dn }]);
+          searchedDn = dn;
+        },
+        commit: (password, dn, walIntent) => {
+          applied = true;
+          rotated = changedRecord(role, id, password, dn, walIntent, engine.clock.now());
+          return [putStaticRoleOp(rotated), clearDriftOp(accountTarget(target, id))];
+        },
+        // Recorded over the role as read: an update or another rotation meanwhile fails this record (the WAL keeps the password).
+        commitConditions: [{ key: staticRoleKey(name), expected: snapshot.raw }],
+        fence: scheduled ? engine.ctx.system.fence() : fence,
+      });
+      // The fence failed: this node no longer leads, and the leader's schedule has the role.
+      if (!changed) return undefined;
+      if (searchedDn !== undefined) await releaseStaleDn(engine, name, account.resolvedDn, searchedDn);
+      engine.ctx.metrics.counter(LDAP_STATIC_ROTATIONS).inc({ result: 'success' });
+      reschedule(engine, rotated);
+      engine.ctx.logger.info({ role: name, scheduled, ...(intent ? { change: encodeIntent(intent) } : {}) }, 'static role rotated');
+      return rotated;
+    } catch (err) {
+      // Refused before anything began (dual-account.ts): nothing to record or retry.
+      if (err instanceof GracePeriodError) throw err;
+      // The claim of a newly found DN is only kept once the role records that DN.
+      if (searchedDn !== undefined) await releaseStaleDn(engine, name, searchedDn, accountOf(role, id).resolvedDn);
+      // Another node rotated the role at the same time, with the same password (it found this change's WAL, or this
+      // change found its): that rotation is this one's, recorded once.
+      const stored = err instanceof ConflictError ? await readStaticRole(engine.storage, name).catch(() => undefined) : undefined;
+      if (stored && stored.last_rotation > role.last_rotation) {
+        reschedule(engine, stored);
+        return stored;
+      }
+      await recordFailure(engine, role, err, { dueMs, applied });
+      throw err;
+    }
+  });
 }
 
 /** Releases the registry claim of `stale` unless it names the same entry as `kept`; best effort (logged). */
@@ -404,7 +383,8 @@ async function validatePasswordPolicy(engine: LdapEngine, name: string): Promise
   return policy;
 }
 
-async function createRole(engine: LdapEngine, name: string, req: RoleRequest): Promise<void> {
+/** Creates the role; true when a dual-account role's account b is to get its first password next. */
+async function createRole(engine: LdapEngine, name: string, req: RoleRequest): Promise<boolean> {
   if (!req.has('username')) throw new BadRequestError('username: username is a required field to manage a static account');
   const username = (req.data.username ?? '').trim();
   if (!username) throw new BadRequestError('username: username must not be empty');
@@ -439,14 +419,7 @@ async function createRole(engine: LdapEngine, name: string, req: RoleRequest): P
   };
   const due = firstDue(pending, now);
   const role: StaticRole = { ...pending, next_rotation: due, due_at: due };
-  await engine.accounts.claim(owner(name), [accountIdentity(role, 'a')]);
-  // Account b is claimed on its own, so that a refusal names its field; the one-owner rule covers both accounts.
-  if (dual.dual_account_mode) {
-    await engine.accounts.claim(owner(name), [accountIdentity(role, 'b')]).catch(async (err: unknown) => {
-      await engine.accounts.release(owner(name), identities(role));
-      throw err instanceof BadRequestError ? new BadRequestError(`username_b: ${err.message}`) : err;
-    });
-  }
+  await claimAccounts(engine.accounts, owner(name), role);
   if (skip) {
     try {
       if (!(await writeStaticRole(engine.storage, role, undefined))) throw new ConflictError(`the static role "${name}" was created at the same time by another request; read it`);
@@ -455,7 +428,7 @@ async function createRole(engine: LdapEngine, name: string, req: RoleRequest): P
       throw err;
     }
     reschedule(engine, role);
-    return;
+    return false;
   }
 
   // Set once the directory took the new password (see rotateStaticRole).
@@ -488,15 +461,7 @@ async function createRole(engine: LdapEngine, name: string, req: RoleRequest): P
     await engine.accounts.release(owner(name), identities(role)).catch(() => undefined);
     throw err;
   }
-  if (!dual.dual_account_mode) return;
-  // Account b's first password, a change of the stored role: a failure keeps the role serving account a, recorded and
-  // retried on the backoff (the retry is a rotation: b gets a password and becomes the active account).
-  try {
-    await rotateLocked(engine, name, { importStandby: true });
-  } catch (err) {
-    if (!(err instanceof StrongroomError)) throw err;
-    throw new StrongroomError(err.status, `the role was created serving account a; setting the password of account b failed and is retried in the background: ${err.message}`);
-  }
+  return dual.dual_account_mode;
 }
 
 async function updateRole(engine: LdapEngine, role: StaticRole, req: RoleRequest): Promise<void> {
@@ -582,11 +547,19 @@ export function staticRolesPart(engine: LdapEngine): LdapEnginePart {
           },
           update: async (req) => {
             const name = req.params.name!.toLowerCase();
-            await engine.locks.run(staticRoleKey(name), async () => {
+            const importB = await engine.locks.run(staticRoleKey(name), async () => {
               const existing = await readStaticRole(engine.storage, name);
-              if (existing) await updateRole(engine, existing, req);
-              else await createRole(engine, name, req);
+              if (!existing) return createRole(engine, name, req);
+              await updateRole(engine, existing, req);
+              return false;
             });
+            // A dual-account role's account b gets its first password as a change of the stored role: a failure keeps the role
+            // serving account a, recorded and retried on the backoff (the retry is a rotation that switches to b).
+            if (importB) {
+              await rotateStaticRole(engine, name, { importStandby: true }).catch((err: unknown) => {
+                throw err instanceof StrongroomError ? new StrongroomError(err.status, `the role was created serving account a; setting account b's password failed and is retried in the background: ${err.message}`) : err;
+              });
+            }
           },
           delete: async (req) => deleteRole(engine, req.params.name!.toLowerCase()),
         },
