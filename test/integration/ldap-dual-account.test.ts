@@ -3,11 +3,11 @@
 // Real slapd, a fake clock where timing matters, PostgreSQL for leader changes, a real process for kill -9.
 // docs/rotation.md ("Dual-account roles") is the contract these tests read.
 import { randomBytes } from 'node:crypto';
-import { createServer, connect, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, inject, it, vi } from 'vitest';
 import { FakeClock } from '../../src/core/clock.ts';
 import { readStaticRole } from '../../src/engines/ldap/static-roles.ts';
+import { holdingProxy } from '../support/holding-proxy.ts';
 import { configure, cred, ok, mountStorage, ouConfig } from '../support/ldap-engine.ts';
 import { startNode } from '../support/node-process.ts';
 import { createDatabase } from '../support/postgres.ts';
@@ -414,78 +414,6 @@ describe('restarts and leader changes in the middle of a grace', () => {
     });
   });
 });
-
-/**
- * A TCP forwarder to slapd that, once armed, holds back the answer to the next LDAP modify (ModifyResponse,
- * [APPLICATION 7]) and everything after it on that connection: the directory has made the change, the server under
- * test waits for the answer. It also keeps what clients sent since it was armed (the modify carries the password).
- */
-async function holdingProxy(host: string, port: number) {
-  const sockets = new Set<Socket>();
-  let armed: (() => void) | undefined;
-  let sent = Buffer.alloc(0);
-  const server: Server = createServer((client) => {
-    const upstream = connect(port, host);
-    for (const sock of [client, upstream]) {
-      sockets.add(sock);
-      sock.on('error', () => sock.destroy());
-      sock.on('close', () => sockets.delete(sock));
-    }
-    client.on('data', (chunk: Buffer) => {
-      if (armed) sent = Buffer.concat([sent, chunk]);
-      upstream.write(chunk);
-    });
-    let pending = Buffer.alloc(0);
-    let holding = false;
-    upstream.on('data', (chunk: Buffer) => {
-      if (holding) return;
-      pending = Buffer.concat([pending, chunk]);
-      // Whole BER messages only: SEQUENCE, its length, messageID (INTEGER), then the operation's tag.
-      for (;;) {
-        if (pending.length < 2) return;
-        let len = pending[1]!;
-        let head = 2;
-        if (len & 0x80) {
-          const n = len & 0x7f;
-          if (pending.length < 2 + n) return;
-          len = 0;
-          for (let i = 0; i < n; i++) len = len * 256 + pending[2 + i]!;
-          head = 2 + n;
-        }
-        if (pending.length < head + len) return;
-        const op = pending[head + 2 + pending[head + 1]!];
-        if (armed && op === 0x67) {
-          holding = true;
-          armed();
-          return;
-        }
-        client.write(pending.subarray(0, head + len));
-        pending = pending.subarray(head + len);
-      }
-    });
-    client.on('close', () => upstream.destroy());
-    upstream.on('close', () => client.destroy());
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
-  return {
-    url: `ldap://127.0.0.1:${(server.address() as { port: number }).port}`,
-    /** Resolves once a modify's answer is held back. */
-    holdNextModify(): Promise<void> {
-      sent = Buffer.alloc(0);
-      return new Promise((resolve) => (armed = resolve));
-    },
-    sent: () => sent,
-    /** Forwards normally again: connections holding an answer are cut (their client is gone anyway). */
-    release(): void {
-      armed = undefined;
-      for (const sock of sockets) sock.destroy();
-    },
-    close: () => new Promise<void>((resolve) => {
-      for (const sock of sockets) sock.destroy();
-      server.close(() => resolve());
-    }),
-  };
-}
 
 describe('kill -9 in the middle of a switch (a real process)', () => {
   it('"kill -9 between the directory write and the storage commit replays correctly": the password the directory took is recorded and switched to, and static-cred never serves one the directory does not have', async () => {
