@@ -305,8 +305,10 @@ describe('static-role/:name dual_account_mode field rules', () => {
 
   it('"an update may change grace_period and standby_action", checked against the schedule as it will be', async () => {
     const { s } = await dualRole();
-    await ok(s, 'POST', 'ldap/static-role/app', { grace_period: '30m', standby_action: 'reset', dual_account_mode: true, username_b: 'user1' });
+    await ok(s, 'POST', 'ldap/static-role/app', { grace_period: '30m', standby_action: ' RESET ', dual_account_mode: true, username_b: 'user1' });
     expect(await read(s)).toMatchObject({ grace_period: 1800, standby_action: 'reset' });
+    await ok(s, 'POST', 'ldap/static-role/app', { standby_action: 'Keep' });
+    expect(await read(s)).toMatchObject({ standby_action: 'keep' });
     await ok(s, 'POST', 'ldap/static-role/app', { rotation_period: '2h', grace_period: '90m' });
     expect(await read(s)).toMatchObject({ rotation_period: 7200, grace_period: 5400 });
   });

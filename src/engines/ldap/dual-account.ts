@@ -277,6 +277,10 @@ export function sentDualFields(req: { has(name: string): boolean; data: Record<s
 
 export type DualSettings = Pick<DualRole, 'dual_account_mode' | 'username_b' | 'dn_b' | 'grace_period' | 'standby_action'>;
 
+/** The field as sent (the field type already refused anything but keep and reset, in any case). */
+const standbyAction = (sent: string | undefined): DualRole['standby_action'] | undefined =>
+  sent === undefined ? undefined : sent.trim().toLowerCase() === 'reset' ? 'reset' : 'keep';
+
 const NO_DUAL: DualSettings = { dual_account_mode: false, username_b: '', dn_b: '', grace_period: 0, standby_action: 'keep' };
 
 /** A grace that ends before the next rotation can be due; a 400 naming grace_period otherwise. */
@@ -303,7 +307,7 @@ export function dualSettingsOnCreate(sent: DualSent, schedule: RotationSchedule,
   if (sameAccount({ username }, { username: usernameB })) throw new BadRequestError(`username_b: "${usernameB}" is the role's account a (username)`);
   if (dn && dnB && sameAccount({ dn }, { dn: dnB })) throw new BadRequestError(`dn_b: "${dnB}" is the role's account a (dn)`);
   checkGrace(sent.grace_period ?? 0, schedule, now);
-  return { dual_account_mode: true, username_b: usernameB, dn_b: dnB, grace_period: sent.grace_period!, standby_action: sent.standby_action === 'reset' ? 'reset' : 'keep' };
+  return { dual_account_mode: true, username_b: usernameB, dn_b: dnB, grace_period: sent.grace_period!, standby_action: standbyAction(sent.standby_action) ?? 'keep' };
 }
 
 /**
@@ -319,7 +323,7 @@ export function dualSettingsOnUpdate(sent: DualSent, role: DualRole, schedule: R
   if (sent.dn_b !== undefined && sent.dn_b.trim() !== role.dn_b) throw new BadRequestError('dn_b: cannot update the second account\'s distinguished name');
   const grace = sent.grace_period ?? role.grace_period;
   checkGrace(grace, schedule, now);
-  return { grace_period: grace, standby_action: sent.standby_action === undefined ? role.standby_action : sent.standby_action === 'reset' ? 'reset' : 'keep' };
+  return { grace_period: grace, standby_action: standbyAction(sent.standby_action) ?? role.standby_action };
 }
 
 /**
