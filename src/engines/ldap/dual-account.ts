@@ -9,23 +9,23 @@
  * after a crash does what was begun. The commit that records the password is the one that switches: static-cred
  * never serves a password the directory may not have. docs/rotation.md has the state machine and its guarantees.
  *
- * This file holds the dual fields, their validation, and the pure rules (which change comes next, what its commit
- * records, when the leader has work); static-roles.ts runs the changes.
+ * This file holds the dual fields, their validation and account b's lookups, and the rules (which change comes next,
+ * what its commit records, when the leader has work, what reads show); static-roles.ts runs the changes.
  */
 import { z } from 'zod';
 import { BadRequestError, ConflictError, StrongroomError } from '../../core/errors.ts';
 import { field } from '../../core/fields.ts';
+import type { StorageView } from '../../core/storage/view.ts';
 import { isValidDn } from '../../providers/ldap/dn.ts';
 import { LdapProviderError } from '../../providers/ldap/errors.ts';
 import { shortestInterval, type RotationSchedule } from '../../lib/rotation-schedule.ts';
 import { refuseBindAccount, sameAccount, type AccountIdentity, type AccountOwner, type ManagedAccounts } from './accounts.ts';
 import type { LdapEngine } from './config.ts';
 import { readDriftMark } from './drift-marks.ts';
-import type { StorageView } from '../../core/storage/view.ts';
 
 export type AccountId = 'a' | 'b';
 export type RoleState = 'active' | 'grace_period';
-export const STANDBY_ACTIONS = ['keep', 'reset'] as const;
+const STANDBY_ACTIONS = ['keep', 'reset'] as const;
 
 /** The stored fields; a role without the mode keeps the defaults. Account a is the role's own username/dn/password. */
 export const dualAccountShape = {
@@ -70,8 +70,8 @@ interface ScheduleState {
   due_at: number;
 }
 
-export const otherAccount = (id: AccountId): AccountId => (id === 'a' ? 'b' : 'a');
-export const standbyOf = (role: DualRole): AccountId => otherAccount(role.active_account);
+const otherAccount = (id: AccountId): AccountId => (id === 'a' ? 'b' : 'a');
+const standbyOf = (role: DualRole): AccountId => otherAccount(role.active_account);
 
 export function accountOf(role: DualRole, id: AccountId): { username: string; dn: string; resolvedDn: string; password: string } {
   return id === 'a'
@@ -95,7 +95,7 @@ export const accountTarget = (roleTarget: string, id: AccountId): string => (id 
 export const managedAccounts = (role: Pick<DualRole, 'dual_account_mode'>): AccountId[] => (role.dual_account_mode ? ['a', 'b'] : ['a']);
 
 /** A reset of the previously active account is owed: the role resets, and a switch's grace has not been closed yet. */
-export const resetPending = (role: DualRole): boolean => role.dual_account_mode && role.standby_action === 'reset' && role.grace_period_end > 0;
+const resetPending = (role: DualRole): boolean => role.dual_account_mode && role.standby_action === 'reset' && role.grace_period_end > 0;
 
 /**
  * `grace_period` while the previously active account still holds a password that was served: until the grace ends,
@@ -137,7 +137,7 @@ export function parseIntent(text: string): Intent | undefined {
 /** A manual rotation during a grace period, refused (409) unless forced. */
 export class GracePeriodError extends ConflictError {}
 
-export interface ChangeRequest {
+interface ChangeRequest {
   /** rotate-role's force=true: a switch even during a grace period, or over a drifted standby. */
   force: boolean;
   /** The leader's schedule (it waits for a grace to end instead of being refused). */
@@ -155,7 +155,7 @@ export interface ChangeRequest {
  * anything else switches to the standby, refused during a grace (409 naming grace_period_end) unless forced, and
  * refused over a drifted standby (the server would hand out an account someone else changed).
  */
-export function nextChange(role: DualRole, now: number, req: ChangeRequest): Intent {
+function nextChange(role: DualRole, now: number, req: ChangeRequest): Intent {
   const standby = standbyOf(role);
   if (req.walIntent !== undefined) {
     const begun = parseIntent(req.walIntent);
