@@ -8,7 +8,7 @@ import { BadRequestError, ConflictError, StrongroomError } from '../../core/erro
 import { field } from '../../core/fields.ts';
 import { definePath, type BackendRequest, lowerName } from '../../core/framework.ts';
 import type { StorageOp } from '../../core/storage/types.ts';
-import { jsonBytes, type StorageView } from '../../core/storage/view.ts';
+import { jsonBytes, type PreparedWrite, type StorageView } from '../../core/storage/view.ts';
 import { dnEquals, isValidDn } from '../../providers/ldap/dn.ts';
 import { LdapProviderError } from '../../providers/ldap/errors.ts';
 import { ScheduleError, nextDue, resolveSchedule, sameSchedule, storedSchedule, storedScheduleFields, whenToRun, type RotationSchedule, type ScheduleFields } from '../../lib/rotation-schedule.ts';
@@ -16,10 +16,9 @@ import { refuseBindAccount, type AccountIdentity, type AccountOwner } from './ac
 import { missingConfigError, readConfig, type LdapEngine, type LdapEnginePart } from './config.ts';
 import { clearDriftOp, readDriftMark } from './drift-marks.ts';
 import {
-  GracePeriodError, accountIdentity, accountOf, accountTarget, changedFields, driftReadData, dualAccountFields, dualAccountShape, dualIntent, dualReadData, dualSettingsOnCreate,
-  dualSettingsOnUpdate, encodeIntent, type DualRotateOptions, managedAccounts, parseIntent, claimAccounts, resolveAccountB, withReset, sentDualFields, switchHold, type AccountId,
+  GracePeriodError, accountIdentity, accountOf, accountTarget, changedFields, claimAccounts, driftReadData, dualAccountFields, dualAccountShape, dualIntent, dualReadData,
+  dualSettingsOnCreate, dualSettingsOnUpdate, encodeIntent, managedAccounts, parseIntent, resolveAccountB, sentDualFields, switchHold, withReset, type AccountId, type DualRotateOptions,
 } from './dual-account.ts';
-import type { PreparedWrite } from '../../core/storage/view.ts';
 import { UnrecordedPasswordError, changePasswordWithWal, listWalTargets, readWal, walKey } from './rotation.ts';
 import { retryDelayMs } from './scheduler.ts';
 import { LDAP_STATIC_ROTATIONS } from '../../telemetry/families.ts';
