@@ -14,7 +14,7 @@ import { LdapProviderError } from '../../providers/ldap/errors.ts';
 import { ScheduleError, nextDue, resolveSchedule, sameSchedule, storedSchedule, storedScheduleFields, whenToRun, type RotationSchedule, type ScheduleFields } from '../../lib/rotation-schedule.ts';
 import { refuseBindAccount, type AccountIdentity, type AccountOwner } from './accounts.ts';
 import { missingConfigError, readConfig, type LdapEngine, type LdapEnginePart } from './config.ts';
-import { clearDriftOp, readDriftMark } from './drift-marks.ts';
+import { clearDriftOp } from './drift-marks.ts';
 import {
   GracePeriodError, accountIdentity, accountOf, accountTarget, changedFields, claimAccounts, driftReadData, dualAccountFields, dualAccountShape, dualIntent, dualReadData,
   dualSettingsOnCreate, dualSettingsOnUpdate, encodeIntent, managedAccounts, parseIntent, resolveAccountB, sentDualFields, switchHold, withReset, type AccountId, type DualRotateOptions,
