@@ -152,6 +152,31 @@ export function nextDue(s: RotationSchedule, fromMs: number): number | undefined
   return cron(s.schedule, fromMs).next().getTime();
 }
 
+/** How far ahead shortestInterval looks: four years and a bit, so a leap day's occurrence is seen. */
+const INTERVAL_HORIZON_MS = 1470 * 24 * 3600_000;
+const INTERVAL_SAMPLES = 1000;
+
+/**
+ * Seconds between the two closest due times of a schedule from `fromMs` on (the period itself; a cron schedule's
+ * closest pair among its next occurrences, at most INTERVAL_SAMPLES of them within about four years); Infinity
+ * for manual rotation or a schedule that occurs once in that time. What must outlast anything that has to end
+ * before the next rotation (a dual-account role's grace period).
+ */
+export function shortestInterval(s: RotationSchedule, fromMs: number): number {
+  if (s.kind === 'manual') return Number.POSITIVE_INFINITY;
+  if (s.kind === 'period') return s.period;
+  const expr = cron(s.schedule, fromMs);
+  let shortest = Number.POSITIVE_INFINITY;
+  let previous = expr.next().getTime();
+  for (let i = 1; i < INTERVAL_SAMPLES; i++) {
+    const at = expr.next().getTime();
+    if (at - fromMs > INTERVAL_HORIZON_MS) break;
+    shortest = Math.min(shortest, (at - previous) / 1000);
+    previous = at;
+  }
+  return shortest;
+}
+
 /** The last moment a rotation due at `dueMs` may start (Infinity without a window). */
 export function windowCloses(s: RotationSchedule, dueMs: number): number {
   return s.kind === 'cron' && s.window > 0 ? dueMs + s.window * 1000 : Number.POSITIVE_INFINITY;

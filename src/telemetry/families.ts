@@ -18,6 +18,8 @@ export const ROOT_ROTATIONS_SCHEDULED = counter<{ result: Result }>(
 export const LDAP_STATIC_ROTATIONS = counter<{ result: Result }>(
   'strongroom_ldap_static_role_rotations_total', 'Static-role password rotations (scheduled and rotate-role), by result.', ['result']);
 export const LDAP_STATIC_ROLES = gauge('strongroom_ldap_static_roles', 'Static roles of the mount.');
+export const LDAP_DUAL_ACCOUNT_ROLES = gauge<{ state: 'active' | 'grace_period' }>(
+  'strongroom_ldap_dual_account_roles', 'Dual-account static roles by state: active, or grace_period (the previously active account still holds a served password).', ['state']);
 export const LDAP_STATIC_ROLES_FAILING = gauge('strongroom_ldap_static_roles_failing', 'Static roles whose last rotation failed.');
 export const LDAP_ROTATION_FAILURES = gauge<{ kind: 'rotation' | 'drift' }>(
   'strongroom_ldap_rotation_failures', 'Entries of LIST rotation-failures by kind: rotation (a static role whose rotation keeps failing) or drift (an account whose password the directory no longer takes).', ['kind']);

@@ -1,7 +1,7 @@
 // The schedule rules shared by static roles and root credentials: which field combinations are accepted, and when a
 // due rotation runs (src/lib/rotation-schedule.ts).
 import { describe, expect, it } from 'vitest';
-import { nextDue, resolveSchedule, ScheduleError, whenToRun, windowCloses, type RotationSchedule } from '../../src/lib/rotation-schedule.ts';
+import { nextDue, resolveSchedule, ScheduleError, shortestInterval, whenToRun, windowCloses, type RotationSchedule } from '../../src/lib/rotation-schedule.ts';
 
 const at = (iso: string) => Date.parse(iso);
 const resolve = (given: Parameters<typeof resolveSchedule>[0], current?: Parameters<typeof resolveSchedule>[0]) => resolveSchedule(given, { minPeriod: 5, current });
@@ -106,5 +106,22 @@ describe('whenToRun', () => {
     expect(whenToRun({ ...weekly, window: 0 }, due, now)).toEqual({ runAt: now, dueMs: due });
     expect(whenToRun({ kind: 'period', period: 60 }, 1000, 500_000)).toEqual({ runAt: 500_000, dueMs: 1000 });
     expect(whenToRun({ kind: 'manual' }, 1000, 500_000)).toBeUndefined();
+  });
+});
+
+describe('shortestInterval', () => {
+  const cron = (schedule: string): RotationSchedule => ({ kind: 'cron', schedule, window: 0 });
+  const from = at('2031-01-03T12:00:00Z');
+  it.each([
+    ['a period is itself', { kind: 'period', period: 3600 } as RotationSchedule, 3600],
+    ['manual rotation has none', { kind: 'manual' } as RotationSchedule, Number.POSITIVE_INFINITY],
+    ['every six hours', cron('0 */6 * * *'), 6 * 3600],
+    ['uneven hours: the closest pair', cron('0 2,3 * * *'), 3600],
+    ['every minute', cron('* * * * *'), 60],
+    ['weekly', cron('0 2 * * 6'), 7 * 86400],
+    ['the 31st and the 1st of the next month', cron('0 0 1,31 * *'), 86400],
+    ['yearly', cron('@yearly'), 365 * 86400],
+  ])('"the seconds between the two closest due times": %s', (_, schedule, seconds) => {
+    expect(shortestInterval(schedule, from)).toBe(seconds);
   });
 });

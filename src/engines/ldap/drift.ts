@@ -25,6 +25,7 @@ import { readConfig, type LdapConfig, type LdapEngine, type LdapEnginePart } fro
 import { clearDriftOp, markDriftOp, readDriftMark } from './drift-marks.ts';
 import { accountWalTarget, retakeAvailableAccount } from './library-checkout.ts';
 import { allLibrarySetNames, readAccount, readLibrarySet, unchangedAccount } from './library-store.ts';
+import { accountOf, accountTarget, managedAccounts } from './dual-account.ts';
 import { walKey } from './rotation.ts';
 import { listStaticRoleNames, readStaticRoleSnapshot, rotateStaticRole, staticRoleKey, staticRoleTarget } from './static-roles.ts';
 
@@ -49,19 +50,23 @@ type Outcome = 'skipped' | 'verified' | 'drifted' | 'error';
 async function candidates(engine: LdapEngine): Promise<Candidate[]> {
   const { storage } = engine;
   const out: Candidate[] = [];
+  // A dual-account role's two accounts are verified alike (account b is skipped for a role without the mode).
   for (const name of await listStaticRoleNames(storage)) {
-    const target = staticRoleTarget(name);
-    out.push({
-      kind: 'static_role', target, name,
-      read: async () => {
-        const snapshot = await readStaticRoleSnapshot(storage, name);
-        const role = snapshot?.role;
-        const dn = role && (role.resolved_dn || role.dn);
-        return role?.password && dn ? { dn, password: role.password, guards: [{ key: staticRoleKey(name), expected: snapshot.raw }, { key: walKey(target), expected: undefined }] } : undefined;
-      },
-      // rotateStaticRole records a failure on the role itself, and rethrows it. Fenced like all leader work.
-      takeBack: async (fence) => (await rotateStaticRole(engine, name, { fence })) !== undefined,
-    });
+    for (const id of ['a', 'b'] as const) {
+      const target = staticRoleTarget(name);
+      out.push({
+        kind: 'static_role', target: accountTarget(target, id), name: id === 'a' ? name : `${name}:b`,
+        read: async () => {
+          const snapshot = await readStaticRoleSnapshot(storage, name);
+          const role = snapshot?.role;
+          const account = role && managedAccounts(role).includes(id) ? accountOf(role, id) : undefined;
+          const dn = account && (account.resolvedDn || account.dn);
+          return account?.password && dn ? { dn, password: account.password, guards: [{ key: staticRoleKey(name), expected: snapshot!.raw }, { key: walKey(target), expected: undefined }] } : undefined;
+        },
+        // rotateStaticRole records a failure on the role itself, and rethrows it. Fenced like all leader work.
+        takeBack: async (fence) => (await rotateStaticRole(engine, name, { takeBack: id, fence })) !== undefined,
+      });
+    }
   }
   for (const set of await allLibrarySetNames(storage)) {
     for (const account of (await readLibrarySet(storage, set))?.service_account_names ?? []) {

@@ -4,11 +4,12 @@
  * library-checkout.ts).
  */
 import {
-  LDAP_DYNAMIC_CREDENTIALS, LDAP_LIBRARY_ACCOUNTS, LDAP_LIBRARY_WAITERS, LDAP_ROTATION_FAILURES, LDAP_ROTATION_OVERDUE, LDAP_STATIC_ROLES, LDAP_STATIC_ROLES_FAILING, outstandingLeases, shared,
+  LDAP_DUAL_ACCOUNT_ROLES, LDAP_DYNAMIC_CREDENTIALS, LDAP_LIBRARY_ACCOUNTS, LDAP_LIBRARY_WAITERS, LDAP_ROTATION_FAILURES, LDAP_ROTATION_OVERDUE, LDAP_STATIC_ROLES, LDAP_STATIC_ROLES_FAILING, outstandingLeases, shared,
 } from '../../telemetry/families.ts';
 import type { LdapEngine } from './config.ts';
 import { countWaiters } from './library-queue.ts';
 import { allLibrarySetNames, readAccount, readLibrarySet } from './library-store.ts';
+import { roleState } from './dual-account.ts';
 import { readRotationFailures } from './rotation-failures.ts';
 import { readStaticRoles, roleSchedule } from './static-roles.ts';
 
@@ -16,6 +17,10 @@ export function registerLdapGauges(engine: LdapEngine): void {
   const { metrics } = engine.ctx;
   const health = shared(() => rotationHealth(engine));
   metrics.gauge(LDAP_STATIC_ROLES, async () => [{ labels: {}, value: (await health()).roles }]);
+  metrics.gauge(LDAP_DUAL_ACCOUNT_ROLES, async () => {
+    const states = (await health()).dualStates;
+    return (['active', 'grace_period'] as const).map((state) => ({ labels: { state }, value: states.filter((s) => s === state).length }));
+  });
   metrics.gauge(LDAP_STATIC_ROLES_FAILING, async () => [{ labels: {}, value: (await health()).failing }]);
   metrics.gauge(LDAP_ROTATION_OVERDUE, async () => [{ labels: {}, value: (await health()).overdueSeconds }]);
   metrics.gauge(LDAP_ROTATION_FAILURES, async () => {
@@ -39,6 +44,7 @@ async function rotationHealth(engine: LdapEngine) {
   return {
     roles: roles.length,
     failing: roles.filter((r) => r.failed_attempts > 0).length,
+    dualStates: roles.filter((r) => r.dual_account_mode).map((r) => roleState(r, now)),
     overdueSeconds: (now - oldestDue) / 1000,
     failures: await readRotationFailures(engine, roles),
   };

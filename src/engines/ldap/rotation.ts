@@ -41,6 +41,11 @@ const walSchema = z.object({
   password_source: z.string(),
   /** Resolved DN the password is (being) written to. */
   dn: z.string().default(''),
+  /**
+   * What the change is for, as its owner wrote it (a dual-account role: which account, and whether it becomes the
+   * active one): whoever finishes the change after a crash finishes that, not what it would begin now. "" = plain.
+   */
+  intent: z.string().default(''),
   created: z.number(),
 });
 export type WalEntry = z.infer<typeof walSchema>;
@@ -56,7 +61,7 @@ function parseWal(raw: Buffer): WalEntry {
   return walSchema.parse(JSON.parse(raw.toString('utf8')));
 }
 
-export async function writeWal(storage: StorageView, entry: WalEntry): Promise<void> {
+export async function writeWal(storage: StorageView, entry: z.input<typeof walSchema>): Promise<void> {
   await storage.putJson(walKey(entry.target), walSchema.parse(entry));
 }
 
@@ -97,6 +102,8 @@ export interface PasswordChangeRequest {
   found?(dn: string): Promise<void>;
   /** The account's own password policy (a static role's), used instead of the config's for a fresh password. */
   passwordPolicy?: string;
+  /** Recorded in a fresh WAL (WalEntry.intent); `commit` gets the intent of the WAL it finishes, which may be an earlier attempt's. */
+  intent?: string;
   /** Writes that land atomically with a freshly written WAL (e.g. the record of a role being created). */
   prepare?: StorageOp[];
   /**
@@ -106,9 +113,9 @@ export interface PasswordChangeRequest {
   prepareConditions?: StorageCondition[];
   /**
    * Writes that record the new password, applied in one transaction with the WAL's removal. Runs after
-   * the directory accepted the password; `dn` is the entry that was changed.
+   * the directory accepted the password; `dn` is the entry that was changed, `intent` the finished WAL's.
    */
-  commit(password: string, dn: string): StorageOp[] | Promise<StorageOp[]>;
+  commit(password: string, dn: string, intent: string): StorageOp[] | Promise<StorageOp[]>;
   /**
    * Guards of the commit transaction: when one no longer holds (another server recorded the owner's
    * state meanwhile), nothing is recorded, the WAL stays, and a ConflictError is thrown.
@@ -174,7 +181,7 @@ export async function changePasswordWithWal(engine: Pick<LdapEngine, 'storage' |
     const conditions = req.prepareConditions ?? [];
     if (!wal) {
       // A role's own policy replaces the config's policy and its length alike (validateConfig lets only one be set).
-      const fresh = await freshWal(engine, req.passwordPolicy ? { ...config, password_policy: req.passwordPolicy, length: 0 } : config, req.target);
+      const fresh = await freshWal(engine, req.passwordPolicy ? { ...config, password_policy: req.passwordPolicy, length: 0 } : config, req.target, req.intent ?? '');
       const freshRaw = jsonBytes(fresh);
       if (await storage.transaction([...(req.prepare ?? []), { type: 'put', key: walKey(req.target), value: freshRaw }], [...conditions, { key: walKey(req.target), expected: undefined }], fence)) {
         [wal, walRaw] = [fresh, freshRaw];
@@ -220,7 +227,7 @@ export async function changePasswordWithWal(engine: Pick<LdapEngine, 'storage' |
       dn = sentTo;
     }
 
-    const ops = await req.commit(wal.new_password, dn);
+    const ops = await req.commit(wal.new_password, dn, wal.intent);
     let recorded: boolean;
     try {
       const alongside = (await req.commitAlongside?.()) ?? [];
@@ -266,13 +273,14 @@ async function applyPassword(client: LdapClient, req: PasswordChangeRequest, wal
   return dn;
 }
 
-async function freshWal(engine: Pick<LdapEngine, 'ctx' | 'clock'>, config: LdapConfig, target: string): Promise<WalEntry> {
+async function freshWal(engine: Pick<LdapEngine, 'ctx' | 'clock'>, config: LdapConfig, target: string, intent: string): Promise<WalEntry> {
   return {
     id: randomHex(8),
     target,
     new_password: await generatePassword(engine, config),
     password_source: passwordSource(config),
     dn: '',
+    intent,
     created: engine.clock.now(),
   };
 }

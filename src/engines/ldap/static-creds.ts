@@ -1,8 +1,10 @@
 /** `static-cred/:name` (the current password) and `rotate-role/:name` (rotate now). */
 import { BadRequestError, NotFoundError, StrongroomError } from '../../core/errors.ts';
+import { field } from '../../core/fields.ts';
 import { definePath, lowerName } from '../../core/framework.ts';
 import { refuseServingBindAccount, reportBindAccountRoles } from './bind-account-roles.ts';
 import type { LdapEngine, LdapEnginePart } from './config.ts';
+import { GracePeriodError, servedCredential } from './dual-account.ts';
 import { NAME_PATTERN, plannedRotation, readStaticRole, rfc3339, rotateStaticRole } from './static-roles.ts';
 
 export function staticCredsPart(engine: LdapEngine): LdapEnginePart {
@@ -21,14 +23,11 @@ export function staticCredsPart(engine: LdapEngine): LdapEnginePart {
             if (!role) throw new NotFoundError(`unknown role: ${name}`);
             await refuseServingBindAccount(engine, role);
             const now = engine.clock.now();
-            // Seconds until the password changes next; 0 when only a rotation by hand changes it (as Vault answers).
+            // Seconds until the password changes next (a dual-account role: its next switch); 0 when only a rotation by hand changes it (as Vault answers).
             const plan = plannedRotation(role, now);
             return {
               data: {
-                dn: role.dn,
-                username: role.username,
-                password: role.password,
-                last_password: role.last_password,
+                ...servedCredential(role, now),
                 last_service_rotation: rfc3339(role.last_rotation),
                 rotation_period: role.rotation_period,
                 ...(role.rotation_schedule ? { rotation_schedule: role.rotation_schedule, rotation_window: role.rotation_window } : {}),
@@ -42,14 +41,17 @@ export function staticCredsPart(engine: LdapEngine): LdapEnginePart {
         pattern: `rotate-role/(?<name>${NAME_PATTERN})`,
         canonical: { name: lowerName },
         description: 'Rotate the password of a static role now; a period restarts from this rotation, a schedule keeps its occurrences.',
+        fields: {
+          force: field.bool('A dual-account role: rotate even during its grace period (clients still on the previous account are cut off) or over a drifted standby.'),
+        },
         operations: {
           update: async (req) => {
             const name = req.params.name!.toLowerCase();
             try {
-              const rotated = await rotateStaticRole(engine, name);
+              const rotated = await rotateStaticRole(engine, name, { force: req.data.force === true });
               if (!rotated) throw new BadRequestError(`role doesn't exist: ${name}`);
             } catch (err) {
-              if (!(err instanceof StrongroomError) || err.status === 400 && err.message.startsWith("role doesn't exist")) throw err;
+              if (!(err instanceof StrongroomError) || err instanceof GracePeriodError || err.status === 400 && err.message.startsWith("role doesn't exist")) throw err;
               const manual = (await readStaticRole(engine.storage, name).catch(() => undefined))?.disable_automated_rotation;
               const next = manual ? 'automated rotation is disabled for this role, so retry manually' : 'retries will continue in the background but it is also safe to retry manually';
               throw new StrongroomError(err.status, `unable to finish rotating credentials; ${next}: ${err.message}`);

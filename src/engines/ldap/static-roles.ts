@@ -15,7 +15,11 @@ import { ScheduleError, nextDue, resolveSchedule, sameSchedule, storedSchedule, 
 import { dnKey, refuseBindAccount, usernameKey, type AccountIdentity, type AccountOwner } from './accounts.ts';
 import { missingConfigError, readConfig, type LdapEngine, type LdapEnginePart } from './config.ts';
 import { FencedWriteError, type RecordedPassword } from './directory-writes.ts';
-import { clearDriftOp, readDriftMark } from './drift-marks.ts';
+import { clearDriftOp } from './drift-marks.ts';
+import {
+  GracePeriodError, accountIdentity, accountOf, accountTarget, changedFields, claimAccounts, driftReadData, dualAccountFields, dualAccountShape, dualIntent, dualReadData,
+  dualSettingsOnCreate, dualSettingsOnUpdate, encodeIntent, managedAccounts, parseIntent, resolveAccountB, sentDualFields, switchHold, withReset, type AccountId, type DualRotateOptions,
+} from './dual-account.ts';
 import { UnrecordedPasswordError, changePasswordWithWal, listWalTargets, readWal, walKey } from './rotation.ts';
 import { retryDelayMs } from './scheduler.ts';
 import { LDAP_STATIC_ROTATIONS } from '../../telemetry/families.ts';
@@ -67,6 +71,8 @@ const staticRoleSchema = z.object({
    * only records what the directory already has, so it is no new rotation and is not held to the window.
    */
   password_unrecorded: z.boolean().default(false),
+  /** Dual-account (blue/green) roles: dual-account.ts. */
+  ...dualAccountShape,
 }).transform((role) => ({ ...role, due_at: role.due_at ?? role.next_rotation }));
 export type StaticRole = z.output<typeof staticRoleSchema>;
 
@@ -119,7 +125,7 @@ const owner = (name: string): AccountOwner => ({ kind: 'static-role', name });
 /** The directory account a role manages, by every name stored for it. */
 export const staticRoleAccount = (role: Pick<StaticRole, 'username' | 'dn' | 'resolved_dn'>): AccountIdentity =>
   ({ username: role.username, dn: role.resolved_dn || role.dn || undefined });
-const identities = (role: Pick<StaticRole, 'username' | 'dn' | 'resolved_dn'>): AccountIdentity[] => [staticRoleAccount(role)];
+const identities = (role: StaticRole): AccountIdentity[] => managedAccounts(role).map((id) => accountIdentity(role, id));
 
 export const rfc3339 = (ms: number): string => (ms > 0 ? new Date(ms).toISOString() : '0001-01-01T00:00:00Z');
 
@@ -142,12 +148,16 @@ export const roleSchedule = (role: StaticRole): RotationSchedule => storedSchedu
 export function plannedRotation(role: StaticRole, now: number, walPending = false): { runAt: number; dueMs: number } | undefined {
   if (walPending && (role.failed_attempts === 0 || role.password_unrecorded)) return { runAt: now, dueMs: role.due_at };
   if (role.password_unrecorded) return { runAt: Math.max(now, role.next_rotation), dueMs: role.due_at };
-  return whenToRun(roleSchedule(role), role.due_at, Math.max(now, role.next_rotation));
+  // A dual-account role does not switch again before the grace of its last switch ended.
+  return whenToRun(roleSchedule(role), role.due_at, Math.max(now, role.next_rotation, switchHold(role)));
 }
+
+/** The leader's next run for the role: its rotation, or before it the reset a dual-account role owes when a grace ends. */
+const plannedWork = (role: StaticRole, now: number, walPending = false) => withReset(role, now, plannedRotation(role, now, walPending));
 
 /** Puts the role on the leader's schedule at its planned time, or off it. */
 function reschedule(engine: LdapEngine, role: StaticRole, walPending = false): void {
-  const plan = plannedRotation(role, engine.clock.now(), walPending);
+  const plan = plannedWork(role, engine.clock.now(), walPending);
   if (plan) engine.scheduler.schedule(role.name, plan.runAt);
   else engine.scheduler.unschedule(role.name);
 }
@@ -160,17 +170,20 @@ function firstDue(role: StaticRole, now: number): number {
 
 // ---- rotation --------------------------------------------------------------------------------------
 
+/** How a rotation is asked for: `scheduled` below; the rest is dual-account.ts's, but `fence`, the leader's for work off its schedule (drift take-back). */
+export type RotateOptions = Partial<DualRotateOptions> & { fence?: PreparedWrite };
+
 /**
  * Rotates one role now under its lock. On failure the role records the error and is rescheduled with
- * backoff; the error is rethrown for a manual caller. A success also clears the role's drift mark: the directory
- * has the password the server just set.
+ * backoff; the error is rethrown for a manual caller. A success also clears the changed account's drift mark: the
+ * directory has the password the server just set. A dual-account role changes its standby (dual-account.ts).
  *
  * `scheduled` is the leader's schedule: it rotates only a role whose planned time has come (the schedule may be older
  * than a rotation by hand on another node, or than a closed window) and only while this node leads (the fence).
  * `fence` alone is other leader work (drift take-back): any time, but only while this node leads.
  * Undefined when there was nothing to rotate, or this node stopped leading.
  */
-export async function rotateStaticRole(engine: LdapEngine, name: string, { scheduled = false, fence = undefined as PreparedWrite | undefined } = {}): Promise<StaticRole | undefined> {
+export async function rotateStaticRole(engine: LdapEngine, name: string, { scheduled = false, force = false, takeBack, fence, importStandby = false }: RotateOptions = {}): Promise<StaticRole | undefined> {
   return engine.locks.run(staticRoleKey(name), async () => {
     const snapshot = await readStaticRoleSnapshot(engine.storage, name);
     if (!snapshot) {
@@ -179,10 +192,12 @@ export async function rotateStaticRole(engine: LdapEngine, name: string, { sched
     }
     const { role } = snapshot;
     const now = engine.clock.now();
+    const target = staticRoleTarget(name);
+    const wal = await readWal(engine.storage, target);
     // A rotation by hand is an occurrence of its own: its retries keep to the window that starts now.
     let dueMs = now;
     if (scheduled) {
-      const plan = plannedRotation(role, now, (await readWal(engine.storage, staticRoleTarget(name))) !== undefined);
+      const plan = plannedWork(role, now, wal !== undefined);
       if (!plan || plan.runAt > now) {
         if (plan) engine.scheduler.schedule(name, plan.runAt);
         else engine.scheduler.unschedule(name);
@@ -193,38 +208,47 @@ export async function rotateStaticRole(engine: LdapEngine, name: string, { sched
     let searchedDn: string | undefined;
     // Set once the directory took the new password: a failure after that only failed to record it.
     let applied = false;
+    let id: AccountId = 'a';
     try {
+      // A dual-account role changes one account, the standby (dual-account.ts); a plain role its only one, a.
+      const intent = role.dual_account_mode ? await dualIntent(engine.storage, role, target, wal, now, { scheduled, force, takeBack, importStandby }) : undefined;
+      if (intent === null) return undefined;
+      id = intent?.account ?? 'a';
+      const account = accountOf(role, id);
       let rotated: StaticRole = role;
       const changed = await changePasswordWithWal(engine, {
         target: staticRoleTarget(name),
-        account: { dn: role.dn || undefined, username: role.username },
-        knownDn: role.resolved_dn || undefined,
+        account: { dn: account.dn || undefined, username: account.username },
+        knownDn: account.resolvedDn || undefined,
         passwordPolicy: role.password_policy || undefined,
+        intent: intent && encodeIntent(intent),
         // A DN found by a new search is claimed before its entry changes: another role or set may manage it.
         found: async (dn) => {
           await engine.accounts.claim(owner(name), [{ dn }]);
           searchedDn = dn;
         },
-        commit: (password, dn) => {
+        commit: (password, dn, walIntent) => {
           applied = true;
-          rotated = { ...rotatedRecord(role, password, engine.clock.now()), resolved_dn: role.dn ? role.resolved_dn : dn };
-          return [putStaticRoleOp(rotated), clearDriftOp(staticRoleTarget(name))];
+          rotated = changedRecord(role, id, password, dn, walIntent, engine.clock.now());
+          return [putStaticRoleOp(rotated), clearDriftOp(accountTarget(target, id))];
         },
         // Recorded over the role as read: an update or another rotation meanwhile fails this record (the WAL keeps the password).
         commitConditions: [{ key: staticRoleKey(name), expected: snapshot.raw }],
         fence: scheduled ? engine.ctx.system.fence() : fence,
-        recorded: () => recordedPassword(engine.storage, name),
+        recorded: () => recordedPassword(engine.storage, name, id),
       });
       // The fence failed: this node no longer leads, and the leader's schedule has the role.
       if (!changed) return undefined;
-      if (searchedDn !== undefined) await releaseStaleDn(engine, name, role.resolved_dn, searchedDn);
+      if (searchedDn !== undefined) await releaseStaleDn(engine, name, account.resolvedDn, searchedDn);
       engine.ctx.metrics.counter(LDAP_STATIC_ROTATIONS).inc({ result: 'success' });
       reschedule(engine, rotated);
-      engine.ctx.logger.info({ role: name, scheduled }, 'static role rotated');
+      engine.ctx.logger.info({ role: name, scheduled, ...(intent ? { change: encodeIntent(intent) } : {}) }, 'static role rotated');
       return rotated;
     } catch (err) {
+      // Refused before anything began (dual-account.ts): nothing to record or retry.
+      if (err instanceof GracePeriodError) throw err;
       // The claim of a newly found DN is only kept once the role records that DN.
-      if (searchedDn !== undefined) await releaseStaleDn(engine, name, searchedDn, role.resolved_dn);
+      if (searchedDn !== undefined) await releaseStaleDn(engine, name, searchedDn, accountOf(role, id).resolvedDn);
       // Leader work of a node that no longer leads: the leader's schedule has the role (and its WAL, if any).
       if (err instanceof FencedWriteError) {
         engine.ctx.logger.warn({ role: name, err: { message: err.message } }, 'static role rotation stopped: this node no longer leads');
@@ -244,10 +268,11 @@ export async function rotateStaticRole(engine: LdapEngine, name: string, { sched
 }
 
 /** The password static-cred serves for the role and the entry it is for (verified by directory-writes.ts). */
-async function recordedPassword(storage: StorageView, name: string): Promise<RecordedPassword | undefined> {
+async function recordedPassword(storage: StorageView, name: string, id: AccountId): Promise<RecordedPassword | undefined> {
   const role = await readStaticRole(storage, name);
-  const dn = role && (role.resolved_dn || role.dn);
-  return role?.password && dn ? { dn, password: role.password } : undefined;
+  const account = role && accountOf(role, id);
+  const dn = account && (account.resolvedDn || account.dn);
+  return account?.password && dn ? { dn, password: account.password } : undefined;
 }
 
 /** Releases the registry claim of `stale` unless it names the same entry as `kept`; best effort (logged). */
@@ -265,6 +290,21 @@ function rotatedRecord(role: StaticRole, password: string, at: number): StaticRo
     ...role, password, last_password: role.password, last_rotation: at, next_rotation: due, due_at: due,
     last_error: '', last_error_time: 0, failed_attempts: 0, failing_since: 0, password_unrecorded: false,
   };
+}
+
+/**
+ * The role after `password` was set on account `id` at `at`. A dual-account role records what its write-ahead entry's
+ * intent says (dual-account.ts: a switch, a reset, an import), which must be a change of that account.
+ */
+function changedRecord(role: StaticRole, id: AccountId, password: string, dn: string, walIntent: string, at: number): StaticRole {
+  if (!role.dual_account_mode) return { ...rotatedRecord(role, password, at), resolved_dn: role.dn ? role.resolved_dn : dn };
+  const intent = parseIntent(walIntent);
+  // Another node began a different change between this one's read and its write-ahead entry: not recorded; its entry is finished by the next attempt.
+  if (intent?.account !== id) throw new ConflictError(`the unfinished change of static role "${role.name}" is not the one this rotation began; the next attempt finishes it`);
+  const { fields, rotation } = changedFields(role, intent, password, dn, at);
+  // A reset is no rotation: the due time stays, and only the failure it may have had clears.
+  const base = rotation ? rotatedRecord(role, role.password, at) : { ...rotatedRecord(role, role.password, role.last_rotation), next_rotation: role.due_at, due_at: role.due_at };
+  return { ...base, last_password: role.last_password, ...fields };
 }
 
 /** How an attempt failed: the occurrence it belonged to, and whether the directory had taken its password. */
@@ -317,6 +357,7 @@ const roleFields = {
   disable_automated_rotation: field.bool('Only rotate-role changes the password; rotation_period and rotation_schedule may then be absent.'),
   password_policy: field.string('Name of the password policy for this role\'s passwords; overrides the config\'s. Must exist.', { maxLength: 256 }),
   skip_import_rotation: field.bool('Do not rotate on creation; the password is unknown until the first rotation. Default from the config.'),
+  ...dualAccountFields,
 };
 
 type RoleRequest = BackendRequest<typeof roleFields>;
@@ -360,13 +401,15 @@ async function validatePasswordPolicy(engine: LdapEngine, name: string): Promise
   return policy;
 }
 
-async function createRole(engine: LdapEngine, name: string, req: RoleRequest): Promise<void> {
+/** Creates the role; true when a dual-account role's account b is to get its first password next. */
+async function createRole(engine: LdapEngine, name: string, req: RoleRequest): Promise<boolean> {
   if (!req.has('username')) throw new BadRequestError('username: username is a required field to manage a static account');
   const username = (req.data.username ?? '').trim();
   if (!username) throw new BadRequestError('username: username must not be empty');
   const dn = (req.data.dn ?? '').trim();
   if (dn && !isValidDn(dn)) throw new BadRequestError(`dn: "${dn}" is not a valid DN`);
   const schedule = validateSchedule(sentScheduleFields(req), undefined);
+  const dual = dualSettingsOnCreate(sentDualFields(req), storedSchedule(schedule), engine.clock.now(), username, dn);
   const passwordPolicy = req.has('password_policy') ? await validatePasswordPolicy(engine, req.data.password_policy ?? '') : '';
 
   const config = await readConfig(engine.storage);
@@ -374,6 +417,7 @@ async function createRole(engine: LdapEngine, name: string, req: RoleRequest): P
   // Only an explicit skip works without a config (nothing touches the directory then).
   if (!config && !skip) throw missingConfigError();
   let resolvedDn = '';
+  let resolvedDnB = '';
   if (config) {
     const { client, bindAccount } = await engine.connections.get();
     // The entry must exist; resolving it also gives the DN the registry claims, spelled as the directory spells it.
@@ -382,16 +426,18 @@ async function createRole(engine: LdapEngine, name: string, req: RoleRequest): P
     const bind = await bindAccount();
     refuseBindAccount(bind, { dn: resolvedDn }, dn ? `dn: "${dn}"` : `username: "${username}"`);
     refuseBindAccount(bind, { username }, `username: "${username}"`);
+    if (dual.dual_account_mode) resolvedDnB = await resolveAccountB(engine, dual, resolvedDn);
   }
 
   const now = engine.clock.now();
   const pending: StaticRole = {
     name, username, dn, resolved_dn: resolvedDn, ...schedule, password_policy: passwordPolicy, password: '', last_password: '',
     last_rotation: 0, next_rotation: 0, due_at: 0, last_error: '', last_error_time: 0, failed_attempts: 0, failing_since: 0, password_unrecorded: false,
+    ...dual, resolved_dn_b: resolvedDnB, password_b: '', active_account: 'a', grace_period_end: 0,
   };
   const due = firstDue(pending, now);
   const role: StaticRole = { ...pending, next_rotation: due, due_at: due };
-  await engine.accounts.claim(owner(name), identities(role));
+  await claimAccounts(engine.accounts, owner(name), role);
   if (skip) {
     try {
       if (!(await writeStaticRole(engine.storage, role, undefined))) throw new ConflictError(`the static role "${name}" was created at the same time by another request; read it`);
@@ -400,7 +446,7 @@ async function createRole(engine: LdapEngine, name: string, req: RoleRequest): P
       throw err;
     }
     reschedule(engine, role);
-    return;
+    return false;
   }
 
   // Set once the directory took the new password (see rotateStaticRole).
@@ -412,6 +458,7 @@ async function createRole(engine: LdapEngine, name: string, req: RoleRequest): P
       passwordPolicy: passwordPolicy || undefined,
       // The role is stored with the WAL, so a crash from here on leaves both and start-up finishes the import.
       prepare: [putStaticRoleOp(role)],
+      intent: dual.dual_account_mode ? encodeIntent({ kind: 'import', account: 'a' }) : undefined,
       commit: (password) => {
         applied = true;
         return [putStaticRoleOp(rotatedRecord(role, password, engine.clock.now())), clearDriftOp(staticRoleTarget(name))];
@@ -432,6 +479,7 @@ async function createRole(engine: LdapEngine, name: string, req: RoleRequest): P
     await engine.accounts.release(owner(name), identities(role)).catch(() => undefined);
     throw err;
   }
+  return dual.dual_account_mode;
 }
 
 async function updateRole(engine: LdapEngine, role: StaticRole, req: RoleRequest): Promise<void> {
@@ -443,12 +491,15 @@ async function updateRole(engine: LdapEngine, role: StaticRole, req: RoleRequest
   // "" clears the DN (the username search is used from then on); any other value must be the same entry.
   if (dn && !(isValidDn(dn) && role.dn && dnEquals(dn, role.dn))) throw new BadRequestError('dn: cannot update static account distinguished name (dn)');
   const sent = sentScheduleFields(req);
-  // Checked against the role as read, so a bad request fails before anything is written; applied to the role as stored.
-  validateSchedule(sent, role);
-  const passwordPolicy = req.has('password_policy') ? await validatePasswordPolicy(engine, req.data.password_policy ?? '') : undefined;
+  const sentDual = sentDualFields(req);
   const now = engine.clock.now();
+  // Checked against the role as read, so a bad request fails before anything is written; applied to the role as stored.
+  dualSettingsOnUpdate(sentDual, role, storedSchedule(validateSchedule(sent, role)), now);
+  const passwordPolicy = req.has('password_policy') ? await validatePasswordPolicy(engine, req.data.password_policy ?? '') : undefined;
   const updated = await editStaticRole(engine.storage, role.name, (current) => {
-    const next: StaticRole = { ...current, ...validateSchedule(sent, current), password_policy: passwordPolicy ?? current.password_policy };
+    const schedule = validateSchedule(sent, current);
+    const dual = dualSettingsOnUpdate(sentDual, current, storedSchedule(schedule), now);
+    const next: StaticRole = { ...current, ...schedule, ...dual, password_policy: passwordPolicy ?? current.password_policy };
     if (dn !== undefined) next.dn = dn ? current.dn : '';
     // A new schedule sets the next due time; a role waiting for a retry keeps its retry time and occurrence.
     if (!sameSchedule(roleSchedule(next), roleSchedule(current)) && current.failed_attempts === 0) {
@@ -466,15 +517,16 @@ async function deleteRole(engine: LdapEngine, name: string): Promise<void> {
     engine.scheduler.unschedule(name);
     // The directory keeps the last password the server set; the WAL of an unfinished rotation and the drift mark go too.
     await engine.storage.transaction([
-      { type: 'delete', key: staticRoleKey(name) }, { type: 'delete', key: walKey(staticRoleTarget(name)) }, clearDriftOp(staticRoleTarget(name)),
+      { type: 'delete', key: staticRoleKey(name) }, { type: 'delete', key: walKey(staticRoleTarget(name)) },
+      ...managedAccounts(role).map((id) => clearDriftOp(accountTarget(staticRoleTarget(name), id))),
     ]);
     await engine.accounts.release(owner(name), identities(role));
   });
 }
 
 async function readData(engine: LdapEngine, role: StaticRole): Promise<Record<string, unknown>> {
-  const plan = plannedRotation(role, engine.clock.now());
-  const drift = await readDriftMark(engine.storage, staticRoleTarget(role.name));
+  const now = engine.clock.now();
+  const plan = plannedRotation(role, now);
   return {
     dn: role.dn,
     username: role.username,
@@ -487,8 +539,8 @@ async function readData(engine: LdapEngine, role: StaticRole): Promise<Record<st
     ...(plan ? { next_rotation: rfc3339(plan.runAt) } : {}),
     // Failures are visible until the next successful rotation.
     ...(role.failed_attempts > 0 ? { last_rotation_error: { message: role.last_error, time: rfc3339(role.last_error_time) } } : {}),
-    drifted: drift !== undefined,
-    ...(drift ? { drift_detected_at: rfc3339(drift.detected_at) } : {}),
+    ...(await driftReadData(engine.storage, staticRoleTarget(role.name), role)),
+    ...dualReadData(role, now),
   };
 }
 
@@ -513,11 +565,19 @@ export function staticRolesPart(engine: LdapEngine): LdapEnginePart {
           },
           update: async (req) => {
             const name = req.params.name!.toLowerCase();
-            await engine.locks.run(staticRoleKey(name), async () => {
+            const importB = await engine.locks.run(staticRoleKey(name), async () => {
               const existing = await readStaticRole(engine.storage, name);
-              if (existing) await updateRole(engine, existing, req);
-              else await createRole(engine, name, req);
+              if (!existing) return createRole(engine, name, req);
+              await updateRole(engine, existing, req);
+              return false;
             });
+            // A dual-account role's account b gets its first password as a change of the stored role: a failure keeps the role
+            // serving account a, recorded and retried on the backoff (the retry is a rotation that switches to b).
+            if (importB) {
+              await rotateStaticRole(engine, name, { importStandby: true }).catch((err: unknown) => {
+                throw err instanceof StrongroomError ? new StrongroomError(err.status, `the role was created serving account a; setting account b's password failed and is retried in the background: ${err.message}`) : err;
+              });
+            }
           },
           delete: async (req) => deleteRole(engine, req.params.name!.toLowerCase()),
         },
