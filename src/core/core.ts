@@ -120,7 +120,7 @@ export class Core {
     this.tokens = new TokenStore(sys.sub('token/'), this.clock, { cache: !options.storage.shared });
     this.policies = new PolicyStore(sys.sub('policy/'), sys.sub('policy-password/'));
     this.identity = new IdentityStore(sys.sub('identity/'));
-    this.audit = new AuditBroker(sys.sub('audit/'), this.logger, this.clock, options.audit ?? { allowPrefix: false, allowRaw: false });
+    this.audit = new AuditBroker(sys.sub('audit/'), this.logger, this.clock, options.audit ?? { allowPrefix: false, allowRaw: false, dir: undefined });
     this.leases = new LeaseManager({
       view: sys.sub('expire/'),
       clock: this.clock,

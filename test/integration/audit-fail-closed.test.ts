@@ -6,6 +6,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createSocket } from 'node:dgram';
 import { mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { field } from '../../src/core/fields.ts';
@@ -244,7 +245,7 @@ describe('SIGHUP', () => {
     const port = await freePort();
     const url = `http://127.0.0.1:${port}/v1`;
     proc = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', 'src/main.ts'], {
-      env: { ...process.env, STRONGROOM_DEV: '1', STRONGROOM_DEV_ROOT_TOKEN: 'root', STRONGROOM_ADDR: `127.0.0.1:${port}`, STRONGROOM_LOG_LEVEL: 'warn' },
+      env: { ...process.env, STRONGROOM_DEV: '1', STRONGROOM_DEV_ROOT_TOKEN: 'root', STRONGROOM_ADDR: `127.0.0.1:${port}`, STRONGROOM_LOG_LEVEL: 'warn', STRONGROOM_AUDIT_DIR: tmpdir() },
       stdio: 'ignore',
     });
     const call = (method: string, path: string, body?: unknown) =>

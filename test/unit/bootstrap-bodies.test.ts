@@ -111,7 +111,7 @@ describe('body fields: "Keys are the API\'s own field names", checked before any
   it('audit options are judged as the server judges them, by its settings, after references resolve', () => {
     const device = (options: Record<string, unknown>) => ({ audit: [{ path: 'f', type: 'file', options: { file_path: '/tmp/a.log', ...options } }] });
     expect(errors(device({ log_raw: true }))).toEqual(['audit[0].options: invalid value for audit device option "log_raw": writing secrets in the clear is refused unless the server is started with STRONGROOM_AUDIT_ALLOW_RAW=true']);
-    expect(errors(device({ log_raw: true }), { audit: { allowRaw: true, allowPrefix: false } })).toEqual([]);
+    expect(errors(device({ log_raw: true }), { audit: { allowRaw: true, allowPrefix: false, dir: undefined } })).toEqual([]);
     expect(errors(device({ mode: '0755' }))).toEqual(['audit[0].options: invalid value for audit device option "mode": an audit file may not be executable']);
     expect(errors({ audit: [{ path: 'f', type: 'file', options: { file_path: 'relative.log' } }] })).toEqual(['audit[0].options: invalid value for audit device option "file_path": must be an absolute path, "stdout" or "discard"']);
     // A reference that fails is reported once, not judged again as a value.
