@@ -612,7 +612,7 @@ export class Core {
     // On an unauthenticated path a token still says who asks (sys/internal/ui/mounts answers by its policies): the
     // ACL does not judge the request, no use is counted, and an unusable token is as good as none.
     const caller: CallerInfo | undefined = usable && { clientToken: req.token!, accessor: usable.accessor, entityId: usable.entityId, displayName: usable.displayName, policies: usable.policies };
-    audit?.identify(path, operation, entry, input, usable, match?.def.fields);
+    audit?.identify(path, operation, entry, input, usable, match?.def.fields, match?.def.secretResponseKeys);
     let token: TokenEntry | undefined;
     if (!unauthenticated) {
       if (!usable) throw new PermissionDeniedError();

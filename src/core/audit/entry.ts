@@ -22,6 +22,8 @@ export class AuditRecord {
   data: Record<string, unknown> | undefined;
   /** The matched path's fields: those declared secret are hashed even where a mount exempts their name. */
   fields: Fields | undefined;
+  /** The matched path's response keys declared secret (PathDefinition.secretResponseKeys), hashed likewise. */
+  secretResponseKeys: readonly string[] | undefined;
   /** The answer's envelope (data, lease, auth block, warnings); raw answers and 204s have none. */
   envelope: Record<string, unknown> | undefined;
   /** `pending` until the request entry is written before the handler, `refused` when no device could write it. */
@@ -36,13 +38,14 @@ export class AuditRecord {
   }
 
   /** What the pipeline knows once it has routed the request and looked up its token. */
-  identify(path: string, operation: Operation, mount: MountEntry | undefined, data: Record<string, unknown>, token: TokenEntry | undefined, fields: Fields | undefined): void {
+  identify(path: string, operation: Operation, mount: MountEntry | undefined, data: Record<string, unknown>, token: TokenEntry | undefined, fields: Fields | undefined, secretResponseKeys?: readonly string[]): void {
     this.path = path;
     this.operation = operation;
     this.mount = mount;
     this.data = data;
     this.token = token;
     this.fields = fields;
+    this.secretResponseKeys = secretResponseKeys;
   }
 
   shared(format: EntryFormat, make: () => SharedParts): SharedParts {
@@ -84,10 +87,20 @@ export class Salt {
 const TOKEN_HASH_CACHE = 10_000;
 
 /**
- * Credential names hashed even when a mount's audit_non_hmac_*_keys names them: those lists say which values are
- * not secret, and a tune (which needs no sudo) must not be able to put a password in the clear in every log.
+ * Names hashed even when a mount's audit_non_hmac_*_keys names them: those lists may say only which values are not
+ * secret, and a tune (which needs no sudo) must not be able to put a credential in the clear in every log. Credentials
+ * and the names that carry a token or what stands for one: a token lookup answers the token as `id` (and a custom
+ * token is created with it), an accessor or a lease id is enough to look up, renew or revoke.
  */
-const ALWAYS_HASHED = new Set(['password', 'last_password', 'current_password', 'new_password', 'bindpass', 'client_secret', 'secret', 'client_token', 'token', 'jwt', 'assertion']);
+const ALWAYS_HASHED = new Set(['password', 'last_password', 'current_password', 'new_password', 'bindpass', 'client_secret', 'secret', 'client_token', 'token', 'jwt', 'assertion',
+  'id', 'accessor', 'lease_id', 'secret_id', 'private_key', 'key', 'input']);
+/** Any name built on one of them: `db_password`, `refresh_token`, `signing_key`, `token_accessor`, ... */
+const SECRET_SUFFIX = /(password|passwd|_secret|_token|_key|_jwt|_assertion|_accessor)$/;
+
+/** Whether a mount's non-HMAC list may exempt `name`: never a credential name, nor one the endpoint declares secret. */
+export function exemptable(name: string, fields: Fields | undefined, secret: readonly string[] | undefined): boolean {
+  return !ALWAYS_HASHED.has(name) && !SECRET_SUFFIX.test(name) && !fields?.[name]?.secret && !secret?.includes(name);
+}
 
 /**
  * Bounds on what one entry's data costs, so a hostile body cannot turn auditing into an amplifier: nesting past
@@ -123,9 +136,9 @@ function hashValues(value: unknown, walk: Walk, key: string, depth: number): unk
   return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, hashValues(v, walk, k, depth + 1)]));
 }
 
-function exemptKeys(names: string[] | undefined, fields: Fields | undefined): ReadonlySet<string> | undefined {
+function exemptKeys(names: string[] | undefined, fields: Fields | undefined, secret?: readonly string[]): ReadonlySet<string> | undefined {
   if (!names?.length) return undefined;
-  return new Set(names.filter((n) => !ALWAYS_HASHED.has(n) && !fields?.[n]?.secret));
+  return new Set(names.filter((n) => exemptable(n, fields, secret)));
 }
 
 const rfc3339 = (ms: number) => new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z');
@@ -238,7 +251,8 @@ export class EntryFormat {
       ...mountFields(rec),
       auth: this.#issuedAuth(env?.auth as Record<string, unknown> | null | undefined),
       secret: env?.lease_id ? { lease_id: env.lease_id } : undefined,
-      data: this.#data(data, rec.mount?.config.audit_non_hmac_response_keys),
+      // A response field named like a request field declared secret (a password echoed back) is secret too.
+      data: this.#data(data, rec.mount?.config.audit_non_hmac_response_keys, rec.fields, rec.secretResponseKeys),
       warnings: warnings ?? undefined,
     };
   }
@@ -260,10 +274,10 @@ export class EntryFormat {
     };
   }
 
-  #data(data: Record<string, unknown> | undefined, exempt: string[] | undefined, fields?: Fields): Record<string, unknown> | undefined {
+  #data(data: Record<string, unknown> | undefined, exempt: string[] | undefined, fields: Fields | undefined, secret?: readonly string[]): Record<string, unknown> | undefined {
     if (!data || Object.keys(data).length === 0) return undefined;
     if (this.#opts.logRaw) return data;
-    return hashValues(data, { hash: (s) => this.#salt.hash(s), exempt: exemptKeys(exempt, fields), left: MAX_VALUES }, '', 0) as Record<string, unknown>;
+    return hashValues(data, { hash: (s) => this.#salt.hash(s), exempt: exemptKeys(exempt, fields, secret), left: MAX_VALUES }, '', 0) as Record<string, unknown>;
   }
 }
 
