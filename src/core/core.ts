@@ -7,7 +7,7 @@ import { Barrier, KEYRING_PATH } from './barrier.ts';
 import type { Clock } from './clock.ts';
 import { Cluster, type ClusterTimings } from './cluster.ts';
 import { KeyedLock } from './keyed-lock.ts';
-import { BadRequestError, ConflictError, NotFoundError, PermissionDeniedError, SealedError, StrongroomError, UnsupportedOperationError } from './errors.ts';
+import { BadRequestError, ConflictError, invalidField, NotFoundError, PermissionDeniedError, SealedError, StrongroomError, UnsupportedOperationError } from './errors.ts';
 import { validateFields, type Fields } from './fields.ts';
 import { addressInCidrs } from '../lib/cidr.ts';
 import { refuseReservedAtIssue } from './policy/reserved.ts';
@@ -18,6 +18,7 @@ import { LeaseManager, minPositive, type NewLease } from './leases.ts';
 import { MOUNT_TABLE_KEY, MountTable, storagePrefix, type MountEntry } from './mounts.ts';
 import { PolicyStore, normalizePolicies } from './policy-store.ts';
 import { PathTable, isRootProtected, pathProblem } from './router.ts';
+import { withoutSentValues } from './sent-values.ts';
 import type { Storage, StorageCondition } from './storage/types.ts';
 import { GuardError, StorageView, type PreparedWrite } from './storage/view.ts';
 import { TokenStore, tokenLeaseId, type TokenEntry } from './tokens.ts';
@@ -247,7 +248,7 @@ export class Core {
   async enableMount(fullPath: string, type: string, description: string, config: MountEntry['config']): Promise<MountEntry> {
     const cls = fullPath.startsWith('auth/') ? 'auth' : 'secret';
     type = this.options.backends.aliases?.[cls]?.[type] ?? type;
-    if (!this.options.backends[cls][type]) throw new BadRequestError(`invalid value for field "type": unknown ${cls === 'auth' ? 'auth method' : 'secrets engine'} type "${type}"`);
+    if (!this.options.backends[cls][type]) throw invalidField('type', `unknown ${cls === 'auth' ? 'auth method' : 'secrets engine'} type`);
     return this.#changeMounts(async () => {
       const entry = this.mounts.prepare(fullPath, type, cls, description, config);
       await this.#instantiate(entry);
@@ -572,7 +573,7 @@ export class Core {
       const res = await this.#handle(req, requestId, audit, served);
       return audit ? await this.audit.logResponse(audit, res) : res;
     } catch (err) {
-      const res = this.#errorResponse(err, requestId, req.path);
+      const res = this.#errorResponse(err, requestId, req);
       return audit ? await this.audit.logResponse(audit, res) : res;
     }
   }
@@ -787,13 +788,13 @@ export class Core {
     await this.leases.forget(tokenLeaseId(entry));
   }
 
-  #errorResponse(err: unknown, requestId: string, path: string): CoreResponse {
+  #errorResponse(err: unknown, requestId: string, req: CoreRequest): CoreResponse {
     // A token revoked or a mount disabled while the request ran: what it was about to store was refused.
     if (err instanceof GuardError) err = new PermissionDeniedError();
     if (err instanceof StrongroomError) {
-      return { status: err.status, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ errors: err.messages }) };
+      return { status: err.status, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ errors: withoutSentValues(err.messages, req.body, req.query) }) };
     }
-    this.logger.error({ err, request_id: requestId, path }, 'internal error');
+    this.logger.error({ err, request_id: requestId, path: req.path }, 'internal error');
     return { status: 500, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ errors: [`internal error (request ${requestId})`] }) };
   }
 }

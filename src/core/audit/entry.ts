@@ -1,5 +1,6 @@
 import { createHmac } from 'node:crypto';
 import { setBounded } from '../bounded-map.ts';
+import { sentStrings } from '../sent-values.ts';
 import type { CoreRequest, CoreResponse } from '../request.ts';
 import type { Fields } from '../fields.ts';
 import type { Operation } from '../framework.ts';
@@ -185,8 +186,20 @@ export class EntryFormat {
     const shared = rec.shared(this, () => ({ auth: this.#authJson(rec), request: JSON.stringify(this.#request(rec)) }));
     let line = `${this.#prefix}{"time":"${isoTime(time)}","type":"${kind}","auth":${shared.auth},"request":${shared.request}`;
     if (kind === 'response') line += `,"response":${JSON.stringify(this.#response(rec))}`;
-    if (error !== undefined) line += `,"error":${JSON.stringify(error)}`;
+    if (error !== undefined) line += `,"error":${JSON.stringify(this.#opts.logRaw ? error : this.#redact(error, rec))}`;
     return `${line}}\n`;
+  }
+
+  /**
+   * Defence in depth behind messages that name fields, not values (errors.ts invalidField): any part of the error
+   * equal to a string the request sent is replaced by its hash, as the request's data is written (sent-values.ts
+   * already put the field's name in the answer's place of any it found there).
+   */
+  #redact(error: string, rec: AuditRecord): string {
+    const sent = [...sentStrings(rec.data ?? rec.request.body).keys()].sort((a, b) => b.length - a.length);
+    let out = error;
+    for (const value of sent) if (out.includes(value)) out = out.replaceAll(value, this.#salt.hash(value));
+    return out;
   }
 
   #id(value: string, hmac = true): string {

@@ -1,6 +1,6 @@
 import { isAbsolute, resolve } from 'node:path';
 import { parseDurationSecond } from '../durations.ts';
-import { BadRequestError } from '../errors.ts';
+import { BadRequestError, invalidField } from '../errors.ts';
 import type { EntryOptions } from './entry.ts';
 import { FileSink, within } from './devices/file.ts';
 import { hostPort, SocketSink, type SocketType } from './devices/socket.ts';
@@ -46,7 +46,7 @@ export function deviceConfig(type: string, options: Record<string, string>, sett
     throw new BadRequestError('the syslog audit device is not available: use a socket device with the syslog daemon\'s TCP or UDP input as its address (docs/audit.md)');
   }
   const allowed = deviceOptionNames(type);
-  if (!allowed) throw new BadRequestError(`unknown audit device type "${type}" (file or socket)`);
+  if (!allowed) throw invalidField('type', 'unknown audit device type (file or socket)');
   const unknown = Object.keys(options).filter((k) => !allowed.includes(k));
   if (unknown.length) throw new BadRequestError(`unknown ${type} audit device option${unknown.length > 1 ? 's' : ''} ${unknown.map((k) => `"${k}"`).join(', ')} (allowed: ${allowed.join(', ')})`);
 

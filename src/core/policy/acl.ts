@@ -194,7 +194,7 @@ function wrappingTtl(item: HclItem | undefined, fail: (detail: string) => never)
     seconds = parseDurationSecond(node.value);
   } catch (err) {
     const message = (err as Error).message;
-    return fail(`error parsing ${item.key}: ${/duration "/.test(message) ? `time: ${message}` : message}`);
+    return fail(`error parsing ${item.key}: ${/(in|invalid) duration/.test(message) ? `time: ${message}` : message}`);
   }
   if (seconds < 0) fail(`${item.key} on line ${item.line} must not be negative`);
   return seconds;
