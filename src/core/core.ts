@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import { AuditBroker } from './audit/broker.ts';
 import { AuditRecord } from './audit/entry.ts';
 import type { AuditSettings } from './audit/options.ts';
+import { PROBE_PREFIX } from './audit/probes.ts';
 import { Barrier, KEYRING_PATH } from './barrier.ts';
 import type { Clock } from './clock.ts';
 import { Cluster, type ClusterTimings } from './cluster.ts';
@@ -76,6 +77,7 @@ const UNAUTHENTICATED_SYS = new Set(['sys/health', 'sys/seal-status']);
 const POLICY_PREFIX = 'sys/policy/';
 const DISABLING_PREFIX = 'sys/disabling/';
 const AUDIT_TABLE_KEY = 'sys/audit/table';
+const AUDIT_PROBES = `sys/audit/${PROBE_PREFIX}`;
 /** Set by the node that initialised the store, once it is whole; a node that lost that race waits for it. */
 const INITIALIZED_KEY = 'core/initialized';
 /** How long a node that lost the race to initialise waits for the winner to finish before it goes on anyway. */
@@ -121,7 +123,7 @@ export class Core {
     this.tokens = new TokenStore(sys.sub('token/'), this.clock, { cache: !options.storage.shared });
     this.policies = new PolicyStore(sys.sub('policy/'), sys.sub('policy-password/'));
     this.identity = new IdentityStore(sys.sub('identity/'));
-    this.audit = new AuditBroker(sys.sub('audit/'), this.logger, this.clock, options.audit ?? { allowPrefix: false, allowRaw: false, dir: undefined });
+    this.audit = new AuditBroker(sys.sub('audit/'), this.logger, this.clock, options.audit ?? { allowPrefix: false, allowRaw: false, dir: undefined }, this.cluster);
     this.leases = new LeaseManager({
       view: sys.sub('expire/'),
       clock: this.clock,
@@ -498,7 +500,7 @@ export class Core {
    * reads those from the store on each use.
    */
   #cached(key: string): boolean {
-    if (key === MOUNT_TABLE_KEY || key === KEYRING_PATH || key === AUDIT_TABLE_KEY || key.startsWith(POLICY_PREFIX) || key.startsWith(DISABLING_PREFIX)) return true;
+    if (key === MOUNT_TABLE_KEY || key === KEYRING_PATH || key === AUDIT_TABLE_KEY || key.startsWith(AUDIT_PROBES) || key.startsWith(POLICY_PREFIX) || key.startsWith(DISABLING_PREFIX)) return true;
     const inMount = /^(?:auth|logical)\/([^/]+)\/(.*)$/s.exec(key);
     const prefixes = inMount ? this.#mounted.get(inMount[1])?.backend.cached?.prefixes : undefined;
     return prefixes?.some((prefix) => inMount![2].startsWith(prefix)) ?? false;
