@@ -7,6 +7,9 @@
 // write stored; the canaries stored in ldap/config are therefore judged on that write's own answer and entries.
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { stringify } from 'yaml';
+import { applyBootstrap } from '../../src/bootstrap/apply.ts';
+import { parseBootstrap } from '../../src/bootstrap/load.ts';
 import { auditDir, auditHash, enableFile, readEntries } from '../support/audit.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 
@@ -98,3 +101,24 @@ describe('every write endpoint', () => {
     expect(entry.request.data!.type).toBe(hash);
   });
 });
+
+describe('the bootstrap', () => {
+  // The audit's reproduction: two references swapped by mistake put the bind password where a DN or a policy belongs.
+  const password = 'Tr0ub4dor-3-bind-password';
+  const apply = async (file: unknown) => {
+    const loaded = parseBootstrap('f.yaml', stringify(file), { allowTokenIds: true, references: { env: { BINDPASS: password, BINDDN: 'cn=admin,dc=strongroom,dc=test' }, readFile: () => Buffer.alloc(0) } });
+    const err = await applyBootstrap(s.core, loaded).then(() => undefined, (e: Error) => e);
+    expect(err, 'the apply fails').toBeInstanceOf(Error);
+    return err!.message;
+  };
+
+  it.each([
+    ['a password where the bind DN belongs', { mounts: [{ path: 'ldap-swapped', type: 'ldap', config: { url: 'ldap://127.0.0.1:1', binddn: '${BINDPASS}', bindpass: '${BINDDN}' } }] }],
+    ['a password where a policy belongs', { policies: { acl: [{ name: 'swapped', policy: '${BINDPASS}' }] } }],
+  ])('"an apply error never holds a resolved value": %s', async (_name, file) => {
+    const message = await apply(file);
+    expect(message).not.toContain(password);
+    expect(message).toMatch(/invalid value for field|line 1, column/);
+  });
+});
+
