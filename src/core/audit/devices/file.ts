@@ -12,7 +12,7 @@ const OPEN_EXISTING = O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK;
 const CREATE = OPEN_EXISTING | O_CREAT | O_EXCL;
 
 /** A file refused before anything is written to it; the message names the rule, not the path (the caller's value). */
-export class AuditFileRefused extends Error {}
+class AuditFileRefused extends Error {}
 
 /**
  * A file opened for appending, or stdout, or nowhere (`file_path` = `discard`). The file must lie inside the audit
