@@ -6,19 +6,22 @@
  */
 
 /**
- * Shorter strings are left alone: common words ("moved", "nothing") sent as values would shred the prose around
- * them, and a string that short hides little worth hiding.
+ * Which sent strings are replaced: at least 8 characters, and a digit in them or at least 20 characters. Words a
+ * message names as its rule ("nothing", "moved", the reserved policy "response-wrapping") are sent as values too,
+ * and replacing them would shred the message; a password, a token or a pasted key is past this bar.
  */
-export const MIN_SHOWN_LENGTH = 8;
+const MIN_LENGTH = 8;
+const MIN_LENGTH_WITHOUT_DIGIT = 20;
+const mayBeSecret = (s: string) => s.length >= MIN_LENGTH && (s.length >= MIN_LENGTH_WITHOUT_DIGIT || /\d/.test(s));
 /** Bounds the work per answer, as audit hashing is bounded. */
 const MAX_VALUES = 10_000;
 const MAX_DEPTH = 64;
 
-/** Every string of at least MIN_SHOWN_LENGTH characters in `value`, at any depth (bounded), with the top-level key it was under. */
+/** Every string in `value` that may be a secret, at any depth (bounded), with the top-level key it was under. */
 export function sentStrings(value: unknown, into = new Map<string, string>(), key = '', budget = { left: MAX_VALUES }, depth = 0): Map<string, string> {
   if (--budget.left < 0 || depth > MAX_DEPTH) return into;
   if (typeof value === 'string') {
-    if (value.length >= MIN_SHOWN_LENGTH && !into.has(value)) into.set(value, key);
+    if (mayBeSecret(value) && !into.has(value)) into.set(value, key);
   } else if (Array.isArray(value)) {
     for (const v of value) sentStrings(v, into, key, budget, depth + 1);
   } else if (value !== null && typeof value === 'object') {

@@ -363,8 +363,8 @@ async function createRole(engine: LdapEngine, name: string, req: RoleRequest): P
     resolvedDn = (await client.resolveAccount({ dn: dn || undefined, username })).dn;
     // Without a config there is no bind account yet: the config write and every rotation check it then.
     const bind = await bindAccount();
-    refuseBindAccount(bind, { dn: resolvedDn }, dn ? `dn: "${dn}"` : `username: "${username}"`);
-    refuseBindAccount(bind, { username }, `username: "${username}"`);
+    refuseBindAccount(bind, { dn: resolvedDn }, dn ? 'invalid value for field "dn": the entry' : 'invalid value for field "username": the account');
+    refuseBindAccount(bind, { username }, 'invalid value for field "username": the account');
   }
 
   const now = engine.clock.now();
