@@ -20,7 +20,8 @@ LABEL org.opencontainers.image.title="strongroom" \
       org.opencontainers.image.version="${VERSION}"
 ENV NODE_ENV=production \
     STRONGROOM_ADDR=0.0.0.0:8200 \
-    STRONGROOM_STORAGE=sqlite:/data/strongroom.db
+    STRONGROOM_STORAGE=sqlite:/data/strongroom.db \
+    STRONGROOM_AUDIT_DIR=/var/log/strongroom
 WORKDIR /app
 # Nothing runs npm, yarn or corepack at run time, so they are not left for anyone else to run.
 # /data and /var/log/strongroom (a file audit device's volume, docs/audit.md) are the only writable paths.

@@ -42,7 +42,9 @@ function settingsFor(d: string) {
   const keyFile = join(d, 'bench.key');
   if (!existsSync(keyFile)) writeFileSync(keyFile, randomBytes(32).toString('base64'));
   const storage = process.env.BENCH_STORAGE ?? `sqlite:${join(d, 'strongroom.db')}`;
-  return loadSettings({ STRONGROOM_STORAGE: storage, STRONGROOM_UNSEAL_KEY: readFileSync(keyFile, 'utf8'), STRONGROOM_LOG_LEVEL: 'silent', STRONGROOM_DEV: '1', STRONGROOM_DEV_ROOT_TOKEN: 'root' }, []);
+  return loadSettings({ STRONGROOM_STORAGE: storage, STRONGROOM_UNSEAL_KEY: readFileSync(keyFile, 'utf8'), STRONGROOM_LOG_LEVEL: 'silent', STRONGROOM_DEV: '1', STRONGROOM_DEV_ROOT_TOKEN: 'root',
+    // The benches' audit logs lie in the run's directory (util.ts `benchAuditDevice`).
+    STRONGROOM_AUDIT_DIR: d }, []);
 }
 const joining = process.env.BENCH_JOIN === '1';
 const backends = { secret: { bench: testBackend(new Map()) }, auth: {} };

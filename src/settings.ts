@@ -1,5 +1,7 @@
 import { readFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
 import { z } from 'zod';
+import type { AuditSettings } from './core/audit/options.ts';
 import { parseDurationSecond } from './core/durations.ts';
 import { POSTGRES_DEFAULTS, type PostgresOptions } from './core/storage/postgres.ts';
 import { validateIssuer } from './core/oidc/issuer.ts';
@@ -47,6 +49,8 @@ export const settingsSchema = z.object({
   STRONGROOM_UNAUTHENTICATED_METRICS: bool.default(false),
   STRONGROOM_AUDIT_ALLOW_PREFIX: bool.default(false),
   STRONGROOM_AUDIT_ALLOW_RAW: bool.default(false),
+  /** The only directory file audit devices may write in (default: `audit/` beside the SQLite database, else ./data/audit). */
+  STRONGROOM_AUDIT_DIR: z.string().min(1).optional(),
   /** A declarative bootstrap file (docs/bootstrap.md), applied after unseal at start and again on SIGUSR2. */
   STRONGROOM_BOOTSTRAP: z.string().optional(),
   /** Lets the bootstrap file declare tokens with fixed ids outside dev mode (a known id is a guessable one). */
@@ -90,6 +94,18 @@ export class SettingsError extends Error {}
 
 export function storageUrl(s: Settings): string {
   return s.STRONGROOM_STORAGE ?? (s.STRONGROOM_DEV ? 'memory' : 'sqlite:./data/strongroom.db');
+}
+
+/** Where file audit devices may write: the setting, or an `audit/` directory beside the data. */
+export function auditDirectory(s: Settings): string {
+  if (s.STRONGROOM_AUDIT_DIR) return resolve(s.STRONGROOM_AUDIT_DIR);
+  const url = storageUrl(s);
+  return resolve(url.startsWith('sqlite:') ? dirname(url.slice('sqlite:'.length)) : './data', 'audit');
+}
+
+/** What audit devices may be enabled with (server settings, docs/audit.md). */
+export function auditSettings(s: Settings): AuditSettings {
+  return { allowPrefix: s.STRONGROOM_AUDIT_ALLOW_PREFIX, allowRaw: s.STRONGROOM_AUDIT_ALLOW_RAW, dir: auditDirectory(s) };
 }
 
 export function postgresOptions(s: Settings): PostgresOptions {

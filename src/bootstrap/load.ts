@@ -106,7 +106,7 @@ export function parseBootstrap(file: string, text: string, options: LoadOptions)
   const fromReference = (at: YamlPath) => JSON.stringify(valueAt(spec, at) ?? '').includes('${');
   checkBodies(resolved, add, reported, fromReference);
   checkDeclaredTokens(resolved.tokens, add, reported);
-  checkAuditDevices(resolved.audit, options.audit ?? { allowPrefix: false, allowRaw: false }, add, reported);
+  checkAuditDevices(resolved.audit, options.audit ?? { allowPrefix: false, allowRaw: false, dir: undefined }, add, reported);
   if (issues.length) throw new BootstrapInvalidError(file, sortIssues(issues));
   return { spec: resolved, lineOf, fromReference };
 }

@@ -3,13 +3,14 @@ import type { Logger } from 'pino';
 import { AuditBroker } from './audit/broker.ts';
 import { AuditRecord } from './audit/entry.ts';
 import type { AuditSettings } from './audit/options.ts';
+import { PROBE_PREFIX } from './audit/probes.ts';
 import { Barrier, KEYRING_PATH, UnsealError } from './barrier.ts';
 import type { Clock } from './clock.ts';
 import { MountSignals } from './signals.ts';
 import { Cluster, type ClusterTimings } from './cluster.ts';
 import { KeyedLock } from './keyed-lock.ts';
-import { BadRequestError, ConflictError, NotFoundError, PermissionDeniedError, SealedError, StrongroomError, UnsupportedOperationError } from './errors.ts';
-import { validateFields } from './fields.ts';
+import { BadRequestError, ConflictError, invalidField, NotFoundError, PermissionDeniedError, SealedError, StrongroomError, UnsupportedOperationError } from './errors.ts';
+import { validateFields, type Fields } from './fields.ts';
 import { foldAliases, parameterSpelling, parameterView } from './field-aliases.ts';
 import { addressInCidrs } from '../lib/cidr.ts';
 import { refuseReservedAtIssue } from './policy/reserved.ts';
@@ -20,6 +21,7 @@ import { LeaseManager, minPositive, type NewLease } from './leases.ts';
 import { MOUNT_TABLE_KEY, MountTable, storagePrefix, type MountEntry } from './mounts.ts';
 import { PolicyStore, normalizePolicies } from './policy-store.ts';
 import { PathTable, isRootProtected, pathProblem } from './router.ts';
+import { withoutSentValues } from './sent-values.ts';
 import type { Storage, StorageCondition } from './storage/types.ts';
 import { GuardError, StorageView, type PreparedWrite } from './storage/view.ts';
 import { TokenStore, tokenLeaseId, type TokenEntry } from './tokens.ts';
@@ -81,6 +83,7 @@ const SEALED_SYS = new Set(['sys/health', 'sys/seal-status', 'sys/unseal']);
 const POLICY_PREFIX = 'sys/policy/';
 const DISABLING_PREFIX = 'sys/disabling/';
 const AUDIT_TABLE_KEY = 'sys/audit/table';
+const AUDIT_PROBES = `sys/audit/${PROBE_PREFIX}`;
 /** Set by the node that initialised the store, once it is whole; a node that lost that race waits for it. */
 const INITIALIZED_KEY = 'core/initialized';
 /** How long a node that lost the race to initialise waits for the winner to finish before it goes on anyway. */
@@ -130,7 +133,7 @@ export class Core {
     this.policies = new PolicyStore(sys.sub('policy/'), sys.sub('policy-password/'));
     this.identity = new IdentityStore(sys.sub('identity/'));
     this.wrapping = new ResponseWrapper(this);
-    this.audit = new AuditBroker(sys.sub('audit/'), this.logger, this.clock, options.audit ?? { allowPrefix: false, allowRaw: false });
+    this.audit = new AuditBroker(sys.sub('audit/'), this.logger, this.clock, options.audit ?? { allowPrefix: false, allowRaw: false, dir: undefined }, this.cluster);
     this.leases = new LeaseManager({
       view: sys.sub('expire/'),
       clock: this.clock,
@@ -307,7 +310,7 @@ export class Core {
   async enableMount(fullPath: string, type: string, description: string, config: MountEntry['config']): Promise<MountEntry> {
     const cls = fullPath.startsWith('auth/') ? 'auth' : 'secret';
     type = this.options.backends.aliases?.[cls]?.[type] ?? type;
-    if (!this.options.backends[cls][type]) throw new BadRequestError(`invalid value for field "type": unknown ${cls === 'auth' ? 'auth method' : 'secrets engine'} type "${type}"`);
+    if (!this.options.backends[cls][type]) throw invalidField('type', `unknown ${cls === 'auth' ? 'auth method' : 'secrets engine'} type`);
     return this.#changeMounts(async () => {
       const entry = this.mounts.prepare(fullPath, type, cls, description, config);
       await this.#instantiate(entry);
@@ -560,7 +563,7 @@ export class Core {
    * reads those from the store on each use.
    */
   #cached(key: string): boolean {
-    if (key === MOUNT_TABLE_KEY || key === KEYRING_PATH || key === AUDIT_TABLE_KEY || key.startsWith(POLICY_PREFIX) || key.startsWith(DISABLING_PREFIX)) return true;
+    if (key === MOUNT_TABLE_KEY || key === KEYRING_PATH || key === AUDIT_TABLE_KEY || key.startsWith(AUDIT_PROBES) || key.startsWith(POLICY_PREFIX) || key.startsWith(DISABLING_PREFIX)) return true;
     const inMount = /^(?:auth|logical)\/([^/]+)\/(.*)$/s.exec(key);
     const prefixes = inMount ? this.#mounted.get(inMount[1])?.backend.cached?.prefixes : undefined;
     return prefixes?.some((prefix) => inMount![2].startsWith(prefix)) ?? false;
@@ -635,7 +638,7 @@ export class Core {
       const res = await this.#handle(req, requestId, audit, served);
       return audit ? await this.audit.logResponse(audit, res) : res;
     } catch (err) {
-      const res = this.#errorResponse(err, requestId, req.path);
+      const res = this.#errorResponse(err, requestId, req);
       return audit ? await this.audit.logResponse(audit, res) : res;
     }
   }
@@ -676,7 +679,7 @@ export class Core {
     // On an unauthenticated path a token still says who asks (sys/internal/ui/mounts answers by its policies): the
     // ACL does not judge the request, no use is counted, and an unusable token is as good as none.
     const caller: CallerInfo | undefined = usable && { clientToken: req.token!, accessor: usable.accessor, entityId: usable.entityId, displayName: usable.displayName, policies: usable.policies };
-    audit?.identify(path, operation, entry, input, usable, match?.def.fields);
+    audit?.identify(path, operation, entry, input, usable, match?.def.fields, match?.def.secretResponseKeys);
     let token: TokenEntry | undefined;
     if (!unauthenticated) {
       if (!usable) throw new PermissionDeniedError();
@@ -878,15 +881,15 @@ export class Core {
     await this.leases.forget(tokenLeaseId(entry));
   }
 
-  #errorResponse(err: unknown, requestId: string, path: string): CoreResponse {
+  #errorResponse(err: unknown, requestId: string, req: CoreRequest): CoreResponse {
     // A token revoked or a mount disabled while the request ran: what it was about to store was refused.
     if (err instanceof GuardError) err = new PermissionDeniedError();
     // The node was sealed while the request ran.
     if (err instanceof UnsealError && this.sealed) err = new SealedError();
     if (err instanceof StrongroomError) {
-      return { status: err.status, headers: { ...err.headers, 'content-type': 'application/json' }, body: JSON.stringify({ errors: err.messages }) };
+      return { status: err.status, headers: { ...err.headers, 'content-type': 'application/json' }, body: JSON.stringify({ errors: withoutSentValues(err.messages, req.body, req.query) }) };
     }
-    this.logger.error({ err, request_id: requestId, path }, 'internal error');
+    this.logger.error({ err, request_id: requestId, path: req.path }, 'internal error');
     return { status: 500, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ errors: [`internal error (request ${requestId})`] }) };
   }
 }

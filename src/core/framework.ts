@@ -167,6 +167,12 @@ export interface PathDefinition<F extends Fields = Fields> {
   freeForm?: boolean;
   /** Answers only wrapped (sys/wrapping/wrap): a request without a wrap TTL is refused before the handler. */
   requiresWrapping?: boolean;
+  /**
+   * Keys of the answer's data whose values are secrets under a name that does not say so (a list of accessors under
+   * `keys`): an audit device hashes them whatever a mount's audit_non_hmac_response_keys says. Credential names
+   * (`password`, `id`, `accessor`, `*_token`, ...) need no declaration (src/core/audit/entry.ts).
+   */
+  secretResponseKeys?: readonly string[];
   description: string;
 }
 

@@ -162,6 +162,8 @@ describe('the Strongroom image (Dockerfile)', () => {
     const volumes = execForm(only(image, 'VOLUME'));
     expect(volumes).toEqual(['/data', '/var/log/strongroom']);
     expect(keyValuePairs(image, 'ENV').STRONGROOM_STORAGE).toMatch(/^sqlite:\/data\//);
+    // File audit devices may write only there (docs/audit.md "Where file devices write").
+    expect(keyValuePairs(image, 'ENV').STRONGROOM_AUDIT_DIR).toBe('/var/log/strongroom');
   });
 
   it('"the build context holds only what the COPY lines take" (.dockerignore is an allow-list)', () => {

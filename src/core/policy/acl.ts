@@ -142,12 +142,13 @@ function parsePathBlock(block: HclBlock): PathRule {
   if (legacy) {
     const value = legacy.value.type === 'string' ? legacy.value.value : undefined;
     const mapped = value === undefined ? undefined : LEGACY_POLICIES[value];
-    if (!mapped) fail(`invalid policy ${value === undefined ? `on line ${legacy.line}` : JSON.stringify(value)}`);
+    // The value is not quoted (a secret pasted in the wrong place would be): the line says where.
+    if (!mapped) fail(`invalid policy on line ${legacy.line}`);
     names.push(...mapped!);
   }
   const capabilities: Capability[] = [];
   for (const c of names) {
-    if (!Object.hasOwn(BITS, c)) fail(`invalid capability ${JSON.stringify(c)}`);
+    if (!Object.hasOwn(BITS, c)) fail(`invalid capability on line ${fields.get('capabilities')?.line ?? legacy?.line}`);
     // An explicit deny in a block discards everything else the block grants.
     if (c === 'deny') {
       capabilities.splice(0, capabilities.length, 'deny');
@@ -209,7 +210,7 @@ function wrappingTtl(item: HclItem | undefined, fail: (detail: string) => never)
     seconds = parseDurationSecond(node.value);
   } catch (err) {
     const message = (err as Error).message;
-    return fail(`error parsing ${item.key}: ${/duration "/.test(message) ? `time: ${message}` : message}`);
+    return fail(`error parsing ${item.key}: ${/(in|invalid) duration/.test(message) ? `time: ${message}` : message}`);
   }
   if (seconds < 0) fail(`${item.key} on line ${item.line} must not be negative`);
   return seconds;

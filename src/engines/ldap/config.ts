@@ -5,7 +5,7 @@
 import { X509Certificate, createPrivateKey } from 'node:crypto';
 import { z } from 'zod';
 import type { Clock } from '../../core/clock.ts';
-import { BadRequestError, ConflictError } from '../../core/errors.ts';
+import { BadRequestError, ConflictError, invalidField } from '../../core/errors.ts';
 import { field } from '../../core/fields.ts';
 import { definePath, type BackendContext, type PathDefinition, type SecretType } from '../../core/framework.ts';
 import { randomBase62 } from '../../core/ids.ts';
@@ -322,10 +322,10 @@ export class LdapConnections {
 /** Cross-field and format rules of a complete (merged) config; the message names the field. */
 export function validateConfig(config: LdapConfig): void {
   if (!config.binddn) throw new BadRequestError('binddn: a bind DN is required');
-  if (!config.upndomain && !isValidDn(config.binddn)) throw new BadRequestError(`binddn: "${config.binddn}" is not a valid DN`);
+  if (!config.upndomain && !isValidDn(config.binddn)) throw invalidField('binddn', 'not a valid DN (RFC 4514)');
   if (!config.bindpass) throw new BadRequestError('bindpass: a bind password is required');
-  if (config.userdn && !isValidDn(config.userdn)) throw new BadRequestError(`userdn: "${config.userdn}" is not a valid DN`);
-  if (config.userattr && !isValidAttributeName(config.userattr)) throw new BadRequestError(`userattr: "${config.userattr}" is not a valid attribute name`);
+  if (config.userdn && !isValidDn(config.userdn)) throw invalidField('userdn', 'not a valid DN (RFC 4514)');
+  if (config.userattr && !isValidAttributeName(config.userattr)) throw invalidField('userattr', 'not a valid attribute name');
   if (config.password_policy && config.length > 0) {
     throw new BadRequestError("password_policy: cannot set both 'password_policy' and 'length' (send length=0 or password_policy=\"\" to switch)");
   }
@@ -401,7 +401,7 @@ type ConfigFieldName = keyof typeof configFields;
 
 function enumValue<T extends string>(name: string, value: string, allowed: readonly T[]): T {
   const v = value.trim().toLowerCase();
-  if (!(allowed as readonly string[]).includes(v)) throw new BadRequestError(`${name}: "${value}" is not one of ${allowed.join(', ')}`);
+  if (!(allowed as readonly string[]).includes(v)) throw invalidField(name, `expected one of ${allowed.join(', ')}`);
   return v as T;
 }
 
@@ -422,7 +422,7 @@ export function mergeConfig(existing: LdapConfig | undefined, sent: Partial<Reco
   if ('schema' in sent) {
     const schema = (sent.schema as string).trim().toLowerCase();
     if (!schema) throw new BadRequestError('schema: must not be empty');
-    if (!isLdapSchema(schema)) throw new BadRequestError(`schema: the configured schema "${schema}" is not valid. Supported schemas: ${LDAP_SCHEMAS.join(', ')}`);
+    if (!isLdapSchema(schema)) throw invalidField('schema', `not a supported schema (${LDAP_SCHEMAS.join(', ')})`);
     next.schema = schema;
   }
   if ('credential_type' in sent) next.credential_type = enumValue('credential_type', sent.credential_type as string, ['password', 'phrase']);
@@ -497,7 +497,7 @@ export function configPart(engine: LdapEngine): LdapEnginePart {
     if (!existing || accountKeys(bind).join() !== accountKeys(configuredBindAccount(existing)).join()) {
       const owner = await engine.accounts.ownerOf(bind);
       if (owner) {
-        throw new BadRequestError(`binddn: "${next.binddn}" is an account this secrets engine manages (${describeOwner(owner)}); ` +
+        throw new BadRequestError(`binddn: the account is one this secrets engine manages (${describeOwner(owner)}); ` +
           'the engine never manages its own bind account, so take it out of there first');
       }
     }

@@ -191,11 +191,11 @@ function statusEntry(account: AccountState | undefined, expiresAt: number | unde
 async function checkInTargets(engine: Engine, setNameValue: string, set: LibrarySet, requested: string[] | undefined, mayCheckIn: (b: Borrower) => boolean): Promise<string[]> {
   if (requested && requested.length > 0) {
     const names: string[] = [];
-    for (const wanted of requested) {
+    for (const [i, wanted] of requested.entries()) {
       // A scan, not a map of the members: a check-in usually names one account, and sets are read per request.
       const lower = wanted.toLowerCase();
       const member = set.service_account_names.find((m) => m.toLowerCase() === lower);
-      if (!member) throw new BadRequestError(`invalid value for field "service_account_names": "${wanted}" is not a member of library set "${setNameValue}"`);
+      if (!member) throw new BadRequestError(`invalid value for field "service_account_names": element ${i + 1} is not a member of library set "${setNameValue}"`);
       if (!names.includes(member)) names.push(member);
     }
     for (const name of names) {

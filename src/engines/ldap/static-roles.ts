@@ -4,7 +4,7 @@
  * by the scheduler, `rotate-role` and drift take-back) and the leader's schedule.
  */
 import { z } from 'zod';
-import { BadRequestError, ConflictError, StrongroomError } from '../../core/errors.ts';
+import { BadRequestError, ConflictError, invalidField, StrongroomError } from '../../core/errors.ts';
 import { field } from '../../core/fields.ts';
 import { definePath, type BackendRequest, lowerName } from '../../core/framework.ts';
 import type { StorageOp } from '../../core/storage/types.ts';
@@ -407,7 +407,7 @@ async function createRole(engine: LdapEngine, name: string, req: RoleRequest): P
   const username = (req.data.username ?? '').trim();
   if (!username) throw new BadRequestError('username: username must not be empty');
   const dn = (req.data.dn ?? '').trim();
-  if (dn && !isValidDn(dn)) throw new BadRequestError(`dn: "${dn}" is not a valid DN`);
+  if (dn && !isValidDn(dn)) throw invalidField('dn', 'not a valid DN (RFC 4514)');
   const schedule = validateSchedule(sentScheduleFields(req), undefined);
   const dual = dualSettingsOnCreate(sentDualFields(req), storedSchedule(schedule), engine.clock.now(), username, dn);
   const passwordPolicy = req.has('password_policy') ? await validatePasswordPolicy(engine, req.data.password_policy ?? '') : '';
@@ -424,8 +424,8 @@ async function createRole(engine: LdapEngine, name: string, req: RoleRequest): P
     resolvedDn = (await client.resolveAccount({ dn: dn || undefined, username })).dn;
     // Without a config there is no bind account yet: the config write and every rotation check it then.
     const bind = await bindAccount();
-    refuseBindAccount(bind, { dn: resolvedDn }, dn ? `dn: "${dn}"` : `username: "${username}"`);
-    refuseBindAccount(bind, { username }, `username: "${username}"`);
+    refuseBindAccount(bind, { dn: resolvedDn }, dn ? 'invalid value for field "dn": the entry' : 'invalid value for field "username": the account');
+    refuseBindAccount(bind, { username }, 'invalid value for field "username": the account');
     if (dual.dual_account_mode) resolvedDnB = await resolveAccountB(engine, dual, resolvedDn);
   }
 

@@ -47,10 +47,10 @@ export function parseUrlList(url: string): URL[] {
     try {
       parsed = new URL(raw);
     } catch {
-      throw new LdapProviderError('input', `url: "${raw}" is not a valid URL`);
+      throw new LdapProviderError('input', 'invalid value for field "url": not a valid URL');
     }
     if (parsed.protocol !== 'ldap:' && parsed.protocol !== 'ldaps:') {
-      throw new LdapProviderError('input', `url: invalid LDAP scheme in url "${raw}" (use ldap:// or ldaps://)`);
+      throw new LdapProviderError('input', 'invalid value for field "url": invalid LDAP scheme (use ldap:// or ldaps://)');
     }
     return parsed;
   });
@@ -121,7 +121,7 @@ export class LdaptsClient implements LdapClient {
     this.#urls = parseUrlList(config.url);
     this.#timeoutMs = effectiveTimeoutMs(config);
     if (config.userattr !== undefined && config.userattr !== '' && !isValidAttributeName(config.userattr)) {
-      throw new LdapProviderError('input', `userattr: "${config.userattr}" is not a valid attribute name`);
+      throw new LdapProviderError('input', 'invalid value for field "userattr": not a valid attribute name');
     }
     if (config.tls_min_version && config.tls_max_version &&
       Object.keys(TLS_VERSIONS).indexOf(config.tls_max_version) < Object.keys(TLS_VERSIONS).indexOf(config.tls_min_version)) {
@@ -284,7 +284,7 @@ export class LdaptsClient implements LdapClient {
   }
 
   async findByDn(dn: string, attributes: string[] = ['1.1']): Promise<LdapEntry | undefined> {
-    if (!isValidDn(dn)) throw new LdapProviderError('input', `dn: "${dn}" is not a valid DN`);
+    if (!isValidDn(dn)) throw new LdapProviderError('input', 'invalid value for field "dn": not a valid DN (RFC 4514)');
     return this.#run(`read entry "${dn}"`, async (c) => {
       try {
         const { searchEntries } = await c.search(dn, { scope: 'base', filter: '(objectClass=*)', attributes, derefAliases: 'never' });
@@ -300,7 +300,7 @@ export class LdaptsClient implements LdapClient {
   async findByUsername(username: string, attributes?: string[]): Promise<LdapEntry | undefined> {
     const attr = this.#userattr;
     const base = this.#config.userdn ?? '';
-    if (base && !isValidDn(base)) throw new LdapProviderError('input', `userdn: "${base}" is not a valid DN`);
+    if (base && !isValidDn(base)) throw new LdapProviderError('input', 'invalid value for field "userdn": not a valid DN (RFC 4514)');
     return this.#search(base, equalityFilter(attr, username), attr, username, attributes);
   }
 
