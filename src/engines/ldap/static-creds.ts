@@ -2,9 +2,11 @@
 import { BadRequestError, StrongroomError } from '../../core/errors.ts';
 import { definePath, lowerName } from '../../core/framework.ts';
 import type { LdapEngine, LdapEnginePart } from './config.ts';
-import { NAME_PATTERN, plannedRotation, readStaticRole, rfc3339, rotateStaticRole } from './static-roles.ts';
+import { StaticCredCache } from './static-cred-cache.ts';
+import { NAME_PATTERN, readStaticRole, rotateStaticRole } from './static-roles.ts';
 
 export function staticCredsPart(engine: LdapEngine): LdapEnginePart {
+  const cache = new StaticCredCache();
   return {
     paths: [
       definePath({
@@ -14,23 +16,9 @@ export function staticCredsPart(engine: LdapEngine): LdapEnginePart {
         operations: {
           read: async (req) => {
             const name = req.params.name!.toLowerCase();
-            const role = await readStaticRole(engine.storage, name);
-            if (!role) throw new BadRequestError(`unknown role: ${name}`);
-            const now = engine.clock.now();
-            // Seconds until the password changes next; 0 when only a rotation by hand changes it (as Vault answers).
-            const plan = plannedRotation(role, now);
-            return {
-              data: {
-                dn: role.dn,
-                username: role.username,
-                password: role.password,
-                last_password: role.last_password,
-                last_service_rotation: rfc3339(role.last_rotation),
-                rotation_period: role.rotation_period,
-                ...(role.rotation_schedule ? { rotation_schedule: role.rotation_schedule, rotation_window: role.rotation_window } : {}),
-                ttl: plan ? Math.max(0, Math.round((plan.runAt - now) / 1000)) : 0,
-              },
-            };
+            const data = await cache.read(engine.storage, name, engine.clock);
+            if (!data) throw new BadRequestError(`unknown role: ${name}`);
+            return { data };
           },
         },
       }),
