@@ -29,6 +29,7 @@ import { ldapBackend } from '../src/engines/ldap/index.ts';
 import { DEFAULT_USERNAME_TEMPLATE, DynamicTemplates } from '../src/engines/ldap/dynamic-templates.ts';
 import { createIsolatedOu, startSlapd, stopSlapd, type IsolatedOu, type SlapdFacts } from '../test/support/slapd.ts';
 import { startTestServer, type TestServer } from '../test/support/server.ts';
+import { benchDynamicHttp } from './dynamic-http.ts';
 import { benchStaticCredRead } from './static-cred.ts';
 import { fmt, processCpu, ratio } from './util.ts';
 
@@ -221,6 +222,17 @@ async function pool<T>(items: T[], limit: number, fn: (item: T) => Promise<void>
 
 // ---- sections --------------------------------------------------------------------------------------------
 
+/** creds + revoke over HTTP against the floor of the same durable work (bench/dynamic-http.ts), on an OU of its own. */
+async function dynamicHttpSection(facts: SlapdFacts, seconds: number): Promise<string[]> {
+  const ou = await createIsolatedOu(facts, { users: 1, serviceAccounts: 1 });
+  try {
+    const { creation_ldif, deletion_ldif, rollback_ldif } = dynamicLdif(ou, '{{.Username}}', '{{.Password}}');
+    return await benchDynamicHttp(ou, ouConfig(facts, ou), { creation_ldif, deletion_ldif, rollback_ldif, default_ttl: '1h' }, seconds);
+  } finally {
+    await ou.cleanup();
+  }
+}
+
 /** static-cred/:name reads (bench/static-cred.ts) on an OU of their own. */
 async function staticCredSection(facts: SlapdFacts, seconds: number): Promise<string[]> {
   const ou = await createIsolatedOu(facts, { users: 0, serviceAccounts: 1 });
@@ -403,6 +415,7 @@ export function ldapSections(seconds: number): { sections: Array<[string, () => 
       ['ldap static-cred read', section((f) => staticCredSection(f, seconds))],
       ['ldap rotations', section((f) => benchRotations(f, ops))],
       ['ldap dynamic creds', section((f) => benchDynamic(f, ops))],
+      ['ldap dynamic over HTTP', section((f) => dynamicHttpSection(f, ops))],
       ['ldap library', section((f) => benchLibrary(f, ops))],
     ],
     cleanup: async () => {
