@@ -86,7 +86,11 @@ export class SdkRoleClient implements RoleClient {
       retryOptions: { maxRetries: 0 },
       redirectOptions: { maxRetries: 0 },
       additionalPolicies: opts.observer && [{ policy: armObserver(opts.observer, 'arm_authorization'), position: 'perCall' }],
-    })));
+    })).catch((err: unknown) => {
+      // A load or construction that failed (e.g. out of file descriptors) is tried again by the next call.
+      this.#client = undefined;
+      throw err;
+    }));
   }
 
   #call<T>(operation: string, fn: () => Promise<T>, opts: CallOptions = {}, notReplicated?: ReplicationCheck): Promise<T> {
