@@ -86,8 +86,10 @@ export async function readStaticRole(storage: StorageView, name: string): Promis
 /** The role with the bytes it was read from, for a write that must not overwrite another node's (a rotation's record). */
 export async function readStaticRoleSnapshot(storage: StorageView, name: string): Promise<{ role: StaticRole; raw: Buffer } | undefined> {
   const raw = await storage.get(staticRoleKey(name));
-  return raw && { role: staticRoleSchema.parse(JSON.parse(raw.toString('utf8'))), raw };
+  return raw && { role: parseStaticRole(raw), raw };
 }
+
+export const parseStaticRole = (raw: Buffer): StaticRole => staticRoleSchema.parse(JSON.parse(raw.toString('utf8')));
 
 export function putStaticRoleOp(role: StaticRole): StorageOp {
   return { type: 'put', key: staticRoleKey(role.name), value: jsonBytes(staticRoleSchema.parse(role)) };
