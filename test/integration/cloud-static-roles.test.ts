@@ -1,6 +1,10 @@
 // Cloud static roles (issue 28): an existing application's client secret owned and rotated by the engine, with an
 // overlap so no workload breaks. Real SDK clients against the emulator; the emulator and the server share a fake
 // clock (tokens live ten years so the clock can jump weeks), so the emulator judges secrets' start and end times.
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { FakeClock } from '../../src/core/clock.ts';
 import { seedApp, type SeededApp } from '../support/azure-emulator/seed.ts';
@@ -13,6 +17,7 @@ const PERIOD = 720 * HOUR;
 let clock = new FakeClock(Date.now());
 let world: CloudWorld;
 const servers: TestServer[] = [];
+const dirs: string[] = [];
 
 beforeAll(async () => {
   world = await startCloudWorld({ now: () => clock.now(), tokenLifetimeSec: 10 * 365 * 86_400 });
@@ -23,11 +28,14 @@ afterAll(async () => {
 afterEach(async () => {
   world.emu.faults.clear();
   for (const s of servers.splice(0)) await s.close().catch(() => undefined);
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 
-async function server(config: Record<string, unknown> = {}): Promise<TestServer> {
+const unsealKey = randomBytes(32).toString('base64');
+
+async function server(config: Record<string, unknown> = {}, dataDir?: string): Promise<TestServer> {
   clock = new FakeClock(Date.now());
-  const s = await startCloudServer(world, { clock });
+  const s = await startCloudServer(world, { clock, storage: dataDir ? 'sqlite' : 'memory', dataDir, unsealKey });
   servers.push(s);
   expect((await s.request('POST', 'cloud/config', { body: { ...adminConfig(world), ...config } })).status).toBe(204);
   return s;
@@ -175,12 +183,25 @@ describe('the own application', () => {
   });
 
   it('"refused at read and rotate (403)" once the engine signs in as the role\'s application; config refuses to switch to it', async () => {
-    const s = await server();
+    const dataDir = mkdtempSync(join(tmpdir(), 'cloud-static-own-'));
+    dirs.push(dataDir);
+    const s = await server({}, dataDir);
     const { app } = target('static-own-later');
-    await s.request('POST', 'cloud/static-roles/later-own', { body: { application_object_id: app.objectId } });
+    expect((await s.request('POST', 'cloud/static-roles/later-own', { body: { application_object_id: app.objectId } })).status).toBe(204);
     const switched = await s.request('POST', 'cloud/config', { body: { client_id: app.appId, client_secret: app.clientSecret } });
     expect(switched.status).toBe(400);
     expect(switched.body.errors[0]).toMatch(/later-own/);
+    await s.close();
+
+    // Only the environment can still point the engine at it: then the role is neither served nor rotated.
+    const env = await startCloudServer(world, { clock, storage: 'sqlite', dataDir, unsealKey, env: { CLOUD_CLIENT_ID: app.appId, CLOUD_CLIENT_SECRET: app.clientSecret } });
+    servers.push(env);
+    for (const [method, path] of [['GET', 'cloud/static-creds/later-own'], ['POST', 'cloud/rotate-role/later-own'], ['POST', 'cloud/static-creds/later-own/token']] as const) {
+      const r = await env.request(method, path, { body: method === 'POST' ? { scope: `${world.emu.graphUrl}/.default` } : undefined });
+      expect(r.status, JSON.stringify(r.body)).toBe(403);
+      expect(r.body.errors[0]).toMatch(/engine's own application/);
+    }
+    expect((await env.request('GET', 'cloud/static-roles/later-own')).status).toBe(200);
   });
 });
 
