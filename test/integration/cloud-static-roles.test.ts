@@ -45,7 +45,7 @@ function target(name: string): { app: SeededApp; passwords: () => Array<{ keyId:
   const live = world.emu.state.applications.get(app.objectId)!;
   return { app, passwords: () => live.passwordCredentials.map((p) => ({ keyId: p.keyId, displayName: p.displayName, start: Date.parse(p.startDateTime), end: Date.parse(p.endDateTime) })) };
 }
-const engineMade = (ps: Array<{ displayName: string | null }>) => ps.filter((p) => p.displayName?.startsWith('strongroom-static-'));
+const engineMade = <P extends { displayName: string | null }>(ps: P[]): P[] => ps.filter((p) => p.displayName?.startsWith('strongroom-static-'));
 const read = async (s: TestServer, name: string) => (await s.request('GET', `cloud/static-roles/${name}`)).body.data;
 const creds = async (s: TestServer, name: string) => s.request('GET', `cloud/static-creds/${name}`);
 /** Lets the leader's timer run what is due at the clock's time. */
