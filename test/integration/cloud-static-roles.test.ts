@@ -171,6 +171,41 @@ describe('POST cloud/static-roles/:name', () => {
   });
 });
 
+describe('hostile input on updates, import and rotate-role: each a 400 naming the field, nothing changed', () => {
+  const cases: Array<[string, string, Record<string, unknown>, string]> = [
+    ['application_object_id changed', 'cloud/static-roles/h', { application_object_id: '00000000-0000-4000-8000-000000000001' }, 'application_object_id'],
+    ['defer_initial_creds on an update', 'cloud/static-roles/h', { defer_initial_creds: true }, 'defer_initial_creds'],
+    ['skip_import_rotation on an update', 'cloud/static-roles/h', { skip_import_rotation: false }, 'skip_import_rotation'],
+    ['a grace above the bound of a shorter period', 'cloud/static-roles/h', { rotation_period: '720h', rotation_grace_period: '400h' }, 'rotation_grace_period'],
+    ['import without secret_id', 'cloud/static-roles/h/import', {}, 'secret_id'],
+    ['import secret_id not a GUID', 'cloud/static-roles/h/import', { secret_id: "x' or 1=1" }, 'secret_id'],
+    ['import secret_id overlong', 'cloud/static-roles/h/import', { secret_id: 'a'.repeat(65) }, 'secret_id'],
+    ['import secret_id an object', 'cloud/static-roles/h/import', { secret_id: { id: 1 } }, 'secret_id'],
+    ['import client_secret overlong', 'cloud/static-roles/h/import', { secret_id: '00000000-0000-4000-8000-000000000000', client_secret: 'x'.repeat(1025) }, 'client_secret'],
+    ['rotate-role force not a bool', 'cloud/rotate-role/h', { force: 'sometimes' }, 'force'],
+  ];
+  let s: TestServer;
+  let before: unknown;
+  let passwords: () => unknown[];
+  beforeAll(async () => {
+    s = await server();
+    servers.splice(servers.indexOf(s), 1);
+    const t = target('static-hostile-update');
+    passwords = t.passwords;
+    expect((await s.request('POST', 'cloud/static-roles/h', { body: { application_object_id: t.app.objectId, rotation_period: '1440h' } })).status).toBe(204);
+    before = await read(s, 'h');
+  });
+  afterAll(async () => s.close());
+  it.each(cases)('%s', async (_label, path, body, fieldName) => {
+    const count = passwords().length;
+    const r = await s.request('POST', path, { body });
+    expect(r.status).toBe(400);
+    expect(r.body.errors.join(' ')).toContain(`"${fieldName}"`);
+    expect(await read(s, 'h')).toEqual(before);
+    expect(passwords().length).toBe(count);
+  });
+});
+
 describe('the own application', () => {
   it('"refused at write (400)" by object id, and by the client id given as the object id', async () => {
     const s = await server();
