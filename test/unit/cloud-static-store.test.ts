@@ -1,5 +1,6 @@
 // The cloud static roles' timing rules (docs/cloud-static-roles.md), as pure functions of a stored role.
 import { describe, expect, it } from 'vitest';
+import { configSchema } from '../../src/engines/cloud/config.ts';
 import { manualWindowEnd, nextAction, rotationDue, servedSecret, type StaticRole, type StaticSecret } from '../../src/engines/cloud/static-store.ts';
 
 const H = 3_600_000;
@@ -54,5 +55,15 @@ describe('manualWindowEnd', () => {
     const removals = [{ key_id: 'a', remove_at: 10, reason: 'manual' as const }, { key_id: 'b', remove_at: 20, reason: 'manual' as const }, { key_id: 'c', remove_at: 30, reason: 'rotation' as const }];
     expect(manualWindowEnd({ removals }, 5)).toBe(20);
     expect(manualWindowEnd({ removals }, 20)).toBeUndefined();
+  });
+});
+
+describe('config seamless_rotation', () => {
+  it('"the config\'s default is true for mounts created by this version": a config stored before the field existed reads false', () => {
+    const stored = {
+      subscription_id: 's', tenant_id: 't', client_id: 'c', client_secret: 'x', environment: '', identity_token_audience: '', identity_token_ttl: 3600, root_password_ttl: 60,
+    };
+    expect(configSchema.parse(stored).seamless_rotation).toBe(false);
+    expect(configSchema.parse({ ...stored, seamless_rotation: true }).seamless_rotation).toBe(true);
   });
 });
