@@ -106,14 +106,18 @@ export function manualWindowEnd(r: Pick<StaticRole, 'removals'>, now: number): n
   return ends.length ? Math.max(...ends) : undefined;
 }
 
-/** When the leader must next act on the role: a removal, the promotion of a staged secret, a rotation or a retry. */
-export function nextAction(r: StaticRole): number | undefined {
-  // A failing role waits for its retry, whatever step failed.
+/** The next rotation step (a rotation, the promotion of a staged secret, or a failing step's retry); undefined: none planned. */
+export function nextRotation(r: StaticRole): number | undefined {
   if (r.failure) return r.failure.retry_at;
-  const times = r.removals.map((x) => x.remove_at);
-  if (r.staged && r.current) times.push(r.current.end);
-  else if (r.staged) times.push(r.staged.start);
-  else if (r.next_rotation) times.push(r.next_rotation);
+  if (r.staged) return r.current ? r.current.end : r.staged.start;
+  return r.next_rotation || undefined;
+}
+
+/** When the leader must next act on the role: a removal or the next rotation step. A failing role waits for its retry. */
+export function nextAction(r: StaticRole): number | undefined {
+  const step = nextRotation(r);
+  if (r.failure) return step;
+  const times = [...r.removals.map((x) => x.remove_at), ...(step === undefined ? [] : [step])];
   return times.length ? Math.min(...times) : undefined;
 }
 
@@ -122,7 +126,7 @@ const rfc3339 = (ms: number): string => new Date(ms).toISOString();
 /** The role read: fields and state, never a secret value. */
 export function staticRoleView(r: StaticRole, configSeamless: boolean, now: number): Record<string, unknown> {
   const window = manualWindowEnd(r, now);
-  const next = nextAction(r);
+  const next = nextRotation(r);
   return {
     application_object_id: r.application_object_id,
     client_id: r.application_id,
