@@ -80,8 +80,17 @@ describe('kill -9 and leader change', () => {
     const follower = nodes.find((n) => n !== leader)!;
     const app = seedApp(world.emu.state, { displayName: 'static-failover' });
     await ok(follower, 'POST', 'cloud/config', adminConfig(world));
-    await ok(follower, 'POST', 'cloud/static-roles/failover', { application_object_id: app.objectId, rotation_grace_period: '5s' });
-    const old = (await ok(follower, 'GET', 'cloud/static-roles/failover')).data.secret_id;
+    await ok(follower, 'POST', 'cloud/static-roles/failover', { application_object_id: app.objectId, rotation_grace_period: '2s' });
+    // A removal recorded through the follower: the leader learns of it within the coherence bound, not at its next
+    // 60 s refresh, and runs it at its time.
+    const first = (await ok(follower, 'GET', 'cloud/static-roles/failover')).data.secret_id;
+    await ok(follower, 'POST', 'cloud/rotate-role/failover');
+    const kept = (await ok(follower, 'GET', 'cloud/static-roles/failover')).data.secret_id;
+    await vi.waitFor(() => expect(engineMade(app)).toEqual([kept]), { timeout: 20_000, interval: 100 });
+    expect(engineMade(app)).not.toContain(first);
+
+    await ok(follower, 'POST', 'cloud/static-roles/failover', { rotation_grace_period: '5s' });
+    const old = kept;
     await ok(follower, 'POST', 'cloud/rotate-role/failover');
     const role = (await ok(follower, 'GET', 'cloud/static-roles/failover')).data;
     expect(role.pending_removals).toMatchObject([{ secret_id: old, reason: 'manual' }]);

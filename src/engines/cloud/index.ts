@@ -68,6 +68,9 @@ export function cloudSecretsEngine(options: CloudEngineOptions = {}): BackendFac
           await statics.stop();
         },
       },
+      // A static role written on another node (created, rotated by hand, imported) re-arms the leader's timer within
+      // the coherence bound rather than at the next periodic refresh.
+      cached: { prefixes: ['static-roles/'], invalidate: () => void statics.refresh() },
       // Requests on other nodes leave their failed compensations and unfinished root switches to the leader.
       periodic: ctx.system.shared ? { intervalMs: LEADER_RETRY_MS, run: async () => {
         await engine.wal.sweep();
