@@ -99,6 +99,10 @@ describe('POST cloud/static-roles/:name', () => {
     await s.request('POST', 'cloud/static-roles/m', { body: { application_object_id: app.objectId, metadata: { team: 'payments', env: 'prod' } } });
     const c = await s.request('GET', 'cloud/static-creds/m?metadata=team=other&metadata=ticket=42');
     expect(c.body.data.metadata).toEqual({ team: 'payments', env: 'prod', ticket: '42' });
+    expect((await s.request('GET', 'cloud/static-creds/m?metadata=ticket=7')).body.data.metadata).toEqual({ team: 'payments', env: 'prod', ticket: '7' });
+    const bad = await s.request('GET', 'cloud/static-creds/m?metadata=novalue');
+    expect(bad.status).toBe(400);
+    expect(bad.body.errors[0]).toContain('"metadata"');
   });
 
   it('"defer_initial_creds" (alias skip_import_rotation): no secret until import or rotate-role; static-creds and /token are 400', async () => {

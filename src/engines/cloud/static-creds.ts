@@ -7,6 +7,7 @@ import { field } from '../../core/fields.ts';
 import { definePath, lowerName, type PathDefinition } from '../../core/framework.ts';
 import { createCredential } from '../../providers/azure/credentials.ts';
 import { toProviderError } from '../../providers/azure/errors.ts';
+import { withRetry } from '../../providers/azure/retry.ts';
 import type { CloudEngine, Connection } from './engine.ts';
 import { ROLE_NAME, roleName } from './roles.ts';
 import { refuseOwnApp } from './static-rotation.ts';
@@ -15,6 +16,9 @@ import { readStaticRole, servedSecret, type StaticRole, type StaticSecret } from
 /** A scope list: space-separated tokens of printable characters, no quotes or control characters. */
 const SCOPE = /^[\x21\x23-\x26\x28-\x7e]+(?: [\x21\x23-\x26\x28-\x7e]+)*$/;
 const SCOPE_MAX = 1024;
+/** A secret this young may not have reached every replica of the token endpoint yet (AADSTS7000215 meanwhile). */
+const PROPAGATION_MS = 5 * 60_000;
+const TOKEN_DEADLINE_MS = 30_000;
 
 /** The role and the secret it serves now; 400 while it has none (deferred, or imported without its value). */
 async function served(engine: CloudEngine, name: string): Promise<{ conn: Connection; role: StaticRole; secret: StaticSecret }> {
@@ -27,6 +31,14 @@ async function served(engine: CloudEngine, name: string): Promise<{ conn: Connec
     throw new BadRequestError(`static role '${name}' has no client secret to serve yet: import one with its client_secret, or rotate-role`);
   }
   return { conn, role, secret };
+}
+
+function requestMetadata(pairs: string[]): Record<string, string> {
+  return Object.fromEntries(pairs.map((pair) => {
+    const eq = pair.indexOf('=');
+    if (eq <= 0) throw new BadRequestError('invalid value for field "metadata": expected key=value pairs');
+    return [pair.slice(0, eq), pair.slice(eq + 1)];
+  }));
 }
 
 export function staticCredsPaths(engine: CloudEngine): PathDefinition[] {
@@ -45,7 +57,10 @@ export function staticCredsPaths(engine: CloudEngine): PathDefinition[] {
             tenantId: conn.config.tenant_id, clientId: role.application_id, clientSecret: secret.client_secret, environment: conn.clients.environment,
           });
           try {
-            const token = await credential.getToken(scope.split(' '));
+            const fresh = engine.clock.now() - secret.start < PROPAGATION_MS;
+            const token = await withRetry(() => credential.getToken(scope.split(' ')), {
+              deadlineMs: TOKEN_DEADLINE_MS, notReplicated: fresh ? (i) => i.code === 'AADSTS7000215' : undefined,
+            });
             if (!token) throw new Error('the token endpoint returned no token');
             return { data: { access_token: token.token, token_type: 'Bearer', expires_on: new Date(token.expiresOnTimestamp).toISOString() } };
           } catch (err) {
@@ -58,14 +73,17 @@ export function staticCredsPaths(engine: CloudEngine): PathDefinition[] {
       pattern: `static-creds/(?<name>${ROLE_NAME})`,
       canonical: { name: lowerName },
       description: 'The client secret a static role serves now (the staged one once it has started). No lease: the role owns the secret.',
-      fields: { name: field.string('Name of the static role.'), metadata: field.kvPairs('Request metadata echoed back; the role\'s metadata wins on equal keys.', { maxKeys: 64 }) },
+      fields: {
+        name: field.string('Name of the static role.'),
+        metadata: field.stringList('Request metadata echoed back, as key=value query parameters (repeatable); the role\'s metadata wins on equal keys.', { maxItems: 64, maxItemLength: 1024 }),
+      },
       operations: {
         read: async (req) => {
           const { role, secret } = await served(engine, roleName(req));
           return {
             data: {
               client_id: role.application_id, client_secret: secret.client_secret, secret_id: secret.key_id,
-              expiration: new Date(secret.end).toISOString(), metadata: { ...(req.data.metadata ?? {}), ...role.metadata },
+              expiration: new Date(secret.end).toISOString(), metadata: { ...requestMetadata(req.data.metadata ?? []), ...role.metadata },
             },
           };
         },
