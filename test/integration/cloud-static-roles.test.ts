@@ -278,6 +278,33 @@ describe('scheduled rotation', () => {
     expect(await read(s, 'sl')).toMatchObject({ secret_id: second.secret_id, staged_secret_id: '', next_rotation: new Date(end1 - HOUR + PERIOD - 2 * HOUR).toISOString() });
   });
 
+  it('"a restart never rotates early; a leader that comes late stages at once", with the start the schedule gave it', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'cloud-static-restart-'));
+    dirs.push(dataDir);
+    const s1 = await server({}, dataDir);
+    const { app, passwords } = target('static-restart');
+    const t0 = clock.now();
+    await s1.request('POST', 'cloud/static-roles/rs', { body: { application_object_id: app.objectId, rotation_period: '720h', rotation_grace_period: '1h' } });
+    await s1.close();
+    servers.splice(servers.indexOf(s1), 1);
+
+    const early = async (at: number) => {
+      clock = new FakeClock(at);
+      const s = await startCloudServer(world, { clock, storage: 'sqlite', dataDir, unsealKey });
+      servers.push(s);
+      await settle();
+      return s;
+    };
+    const s2 = await early(t0 + PERIOD - 2 * HOUR - 1000);
+    expect(engineMade(passwords())).toHaveLength(1);
+    await s2.close();
+    servers.splice(servers.indexOf(s2), 1);
+
+    const s3 = await early(t0 + PERIOD - 90 * 60_000);
+    await vi.waitFor(async () => expect((await read(s3, 'rs')).staged_start).toBe(new Date(t0 + PERIOD - HOUR).toISOString()));
+    expect(engineMade(passwords())).toHaveLength(2);
+  });
+
   it('"without seamless: add, switch, remove the old one" at the end of the overlap', async () => {
     const s = await server();
     const { app, passwords } = target('static-plain');
