@@ -191,7 +191,7 @@ async function resolveGroups(clients: AzureClients, input: Array<z.infer<typeof 
  * The existing application must exist and must not be the one the engine itself signs in as, named by its
  * object id or (a common mix-up) by its client id. Graph's spelling of the object id is what is stored.
  */
-async function resolveApplication(conn: Connection, objectId: string): Promise<{ id: string; appId: string }> {
+export async function resolveApplication(conn: Connection, objectId: string): Promise<{ id: string; appId: string }> {
   const own = new BadRequestError('invalid value for field "application_object_id": the role may not target the engine\'s own application (config client_id)');
   if (isEngineApp(conn.config, objectId)) throw own;
   const app = await conn.clients.graph.getApplication(objectId);
