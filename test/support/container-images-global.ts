@@ -7,7 +7,7 @@
 import type {} from 'vitest';
 import type { TestProject } from 'vitest/node';
 import { execFileSync } from 'node:child_process';
-import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -33,22 +33,30 @@ async function build(tag: string, context: string, extra: string[]): Promise<num
 
 /**
  * The machine's npm configuration and CA bundle, for the build's RUN steps only: a directory of the test's own
- * mounted over the build's /root (the home of root, who runs the deps stage), holding `.npmrc` (this machine's global
- * and user configuration, its cafile moved to the copy) and the CA bundle. /root exists in the base image, so the
- * mount leaves nothing behind (a file mounted where none exists leaves an empty file in the layer); npm's cache goes
- * there too and is cleaned by the RUN line, outside any layer.
+ * mounted over the build's /root (the home of root, who runs the deps stage), holding `.npmrc` (the configuration
+ * files npm reads here, with the registry npm uses here) and the CA bundle npm trusts here (its cafile, or Node's
+ * NODE_EXTRA_CA_CERTS: with the project's Node on PATH, npm's global configuration is the project's, not the
+ * machine's). /root exists in the base image, so the mount leaves nothing behind (a file mounted where none exists
+ * leaves an empty file in the layer); npm's cache goes there too and is cleaned by the RUN line, outside any layer.
  */
 function npmHome(dir: string): string[] {
   const get = (key: string) => execFileSync('npm', ['config', 'get', key], { encoding: 'utf8' }).trim();
   const files = [get('globalconfig'), get('userconfig')].filter((f) => existsSync(f));
-  let npmrc = files.map((f) => readFileSync(f, 'utf8')).join('\n').replace(/^\s*cafile\s*=.*$/gm, '');
-  const cafile = get('cafile');
-  if (cafile && cafile !== 'null' && existsSync(cafile)) {
+  const lines = [...files.map((f) => readFileSync(f, 'utf8').replace(/^\s*(cafile|registry)\s*=.*$/gm, '')), `registry=${get('registry')}`];
+  const cafile = [get('cafile'), process.env.NODE_EXTRA_CA_CERTS].find((f) => f && f !== 'null' && existsSync(f));
+  if (cafile) {
     copyFileSync(cafile, join(dir, 'ca.crt'));
-    npmrc += '\ncafile=/root/ca.crt\n';
+    lines.push('cafile=/root/ca.crt');
   }
-  writeFileSync(join(dir, '.npmrc'), npmrc, { mode: 0o600 });
+  writeFileSync(join(dir, '.npmrc'), `${lines.join('\n')}\n`, { mode: 0o600 });
   return ['--volume', `${dir}:/root`];
+}
+
+/** The end of npm's debug log of a failed build (it is written to the mounted home, which the teardown deletes). */
+function npmLogTail(home: string): string {
+  const dir = join(home, '.npm/_logs');
+  const last = existsSync(dir) ? readdirSync(dir).sort().at(-1) : undefined;
+  return last ? readFileSync(join(dir, last), 'utf8').split('\n').slice(-40).join('\n') : '';
 }
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
@@ -71,11 +79,11 @@ export default async function setup(project: TestProject): Promise<() => Promise
     rmSync(images.npmHome, { recursive: true, force: true });
   };
   try {
-    const [strongroom, openldap] = await Promise.all([
-      build(images.strongroom, ROOT, npmHome(images.npmHome)),
-      build(images.openldap, `${ROOT}examples/ldap`, []),
-    ]);
-    images.buildSeconds = { strongroom, openldap };
+    // One after the other: the machine's CPU is shared, and npm ci is what fails first under load.
+    images.buildSeconds.strongroom = await build(images.strongroom, ROOT, npmHome(images.npmHome)).catch((e: Error) => {
+      throw new Error(`${e.message}\n${npmLogTail(images.npmHome)}`);
+    });
+    images.buildSeconds.openldap = await build(images.openldap, `${ROOT}examples/ldap`, []);
     for (const ref of [images.strongroom, images.openldap, NODE_IMAGE]) images.sizes[ref] = await imageSize(ref);
   } catch (e) {
     await teardown();

@@ -58,6 +58,7 @@ export async function imageSize(ref: string): Promise<number> {
 
 /** Removes what a test run made, one by one (a missing one does not spare the rest). Never throws. */
 export async function removeAll(kind: 'container' | 'volume' | 'image', refs: string[]): Promise<void> {
-  const args = { container: ['rm', '--force', '--ignore', '--time', '5'], volume: ['volume', 'rm', '--force'], image: ['rmi', '--force', '--ignore'] }[kind];
+  // A container's anonymous volumes (an image's VOLUME no compose key names) go with it.
+  const args = { container: ['rm', '--force', '--ignore', '--volumes', '--time', '5'], volume: ['volume', 'rm', '--force'], image: ['rmi', '--force', '--ignore'] }[kind];
   for (const ref of refs) await podman([...args, ref], { timeoutMs: 120_000 }).catch(() => undefined);
 }
