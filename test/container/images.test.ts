@@ -27,7 +27,7 @@ const MB = (bytes: number) => (bytes / 1e6).toFixed(1);
 const started: string[] = [];
 afterAll(() => removeContainers(started));
 
-async function start(name: string, args: string[]): Promise<Container & { started: number }> {
+async function start(name: string, args: string[]): Promise<Container> {
   started.push(`${prefix}${name}`);
   return runContainer(`${prefix}${name}`, args);
 }
@@ -176,7 +176,7 @@ describe('compose.yaml, run with podman', () => {
   const token = interpolate(sr.environment.STRONGROOM_CI_TOKEN);
   const grace = seconds(sr.stop_grace_period);
   let ldapUrl: string;
-  let server: Container & { started: number };
+  let server: Container;
   const strongroomArgs = () => composeRunArgs(compose, 'strongroom', { image: images.strongroom, volumePrefix: `${prefix}compose-`, hostPorts, listen: strongroomListen });
 
   beforeAll(async () => {

@@ -23,12 +23,14 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export interface Container {
   name: string;
+  /** `performance.now()` when `podman run` was called. */
+  started: number;
   /** Milliseconds from `podman run` to its first passing health check, once `healthy()` resolved. */
   startToHealthyMs?: number;
 }
 
 /** `podman run --detach` on the host's network; the container is removed by `removeContainers` or the teardown. */
-export async function runContainer(name: string, args: string[]): Promise<Container & { started: number }> {
+export async function runContainer(name: string, args: string[]): Promise<Container> {
   const started = performance.now();
   await podman(['run', '--detach', '--name', name, ...HOST_FLAGS, ...args], { timeoutMs: 120_000 });
   return { name, started };
@@ -45,7 +47,7 @@ export const exec = async (name: string, argv: string[]) => (await podman(['exec
  * Runs the container's HEALTHCHECK command (`podman healthcheck run`: nothing schedules it without systemd) until it
  * passes; fails at once if the container stops, and after `timeoutMs`.
  */
-export async function healthy(c: Container & { started: number }, timeoutMs = 90_000): Promise<void> {
+export async function healthy(c: Container, timeoutMs = 90_000): Promise<void> {
   const until = performance.now() + timeoutMs;
   for (;;) {
     if ((await podmanStatus(['healthcheck', 'run', c.name], 30_000)) === 0) break;
