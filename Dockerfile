@@ -1,8 +1,8 @@
 # syntax=docker/dockerfile:1
 # Strongroom: production image. Node 24 runs the TypeScript sources directly (native type stripping),
 # so there is no build step; the first stage only installs production dependencies.
-# test/integration/container-smoke.test.ts repeats these steps (the deps stage's RUN, the final stage's COPY lines,
-# CMD, HEALTHCHECK, STOPSIGNAL) with the app read-only; docs/container.md explains each choice.
+# test/container/ builds it with podman and runs it as compose.yaml and examples/ci/ do; docs/container.md explains
+# each choice.
 
 FROM node:24-slim AS deps
 WORKDIR /app
@@ -40,6 +40,8 @@ VOLUME ["/data", "/var/log/strongroom"]
 EXPOSE 8200
 # main.ts stops gracefully on SIGTERM (and SIGINT) and exits 0; no init process is needed (docs/container.md).
 STOPSIGNAL SIGTERM
+# The port comes from STRONGROOM_ADDR, so the probe follows a listener moved off 8200 (a container on the host's
+# network, as test/container/ runs it).
 HEALTHCHECK --interval=30s --timeout=5s --start-period=15s --retries=3 \
-  CMD ["node", "-e", "fetch('http://127.0.0.1:8200/v1/sys/health').then((r) => process.exit(r.status === 200 ? 0 : 1), () => process.exit(1))"]
+  CMD ["node", "-e", "fetch('http://127.0.0.1:' + process.env.STRONGROOM_ADDR.split(':').pop() + '/v1/sys/health').then((r) => process.exit(r.status === 200 ? 0 : 1), () => process.exit(1))"]
 CMD ["node", "--disable-warning=ExperimentalWarning", "src/main.ts"]
