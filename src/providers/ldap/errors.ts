@@ -53,11 +53,28 @@ export const LDAP_RESULT_NAMES: Readonly<Record<number, string>> = {
   80: 'other', 122: 'assertionFailed',
 };
 
-/** Replaces every secret (longest first, so one secret inside another is fully hidden). */
-export function scrub(text: string, secrets: ReadonlyArray<string | undefined>): string {
-  const list = [...new Set(secrets.filter((s): s is string => !!s))].sort((a, b) => b.length - a.length);
+/** A value a message may hold that is named rather than quoted: a stored config's bind DN is "the configured binddn". */
+export type NamedValue = readonly [value: string, name: string];
+
+/**
+ * Below this length a value is replaced only where it stands alone (between characters that are not letters or
+ * digits): a one-letter password replaced inside words turned "dc=example" into "dc=e[redacted]ample", which hides
+ * nothing (the letter is in every message) and shreds the text. From this length on it is replaced wherever it is.
+ */
+export const MIN_SUBSTRING_SECRET = 8;
+
+/** Every secret replaced by "[redacted]" and every named value by its name, longest first (one inside another is fully hidden). */
+export function scrub(text: string, secrets: ReadonlyArray<string | NamedValue | undefined>): string {
+  const pairs = new Map<string, string>();
+  for (const s of secrets) {
+    if (typeof s === 'string' && s) pairs.set(s, '[redacted]');
+    else if (Array.isArray(s) && s[0] && !pairs.has(s[0])) pairs.set(s[0], s[1]);
+  }
   let out = text;
-  for (const s of list) out = out.split(s).join('[redacted]');
+  for (const [value, name] of [...pairs].sort(([a], [b]) => b.length - a.length)) {
+    if (value.length >= MIN_SUBSTRING_SECRET) out = out.split(value).join(name);
+    else out = out.replace(new RegExp(`(?<![\\p{L}\\p{N}])${value.replace(/[\\^$.*+?()[\]{}|/]/g, '\\$&')}(?![\\p{L}\\p{N}])`, 'gu'), () => name);
+  }
   return out;
 }
 
@@ -82,7 +99,7 @@ const CONNECT_REASONS: Readonly<Record<string, string>> = {
  * "cannot connect to <url>: <reason>": a directory that could not be reached is never reported as a bind (password)
  * failure, which would send the operator to check credentials.
  */
-export function connectFailure(url: string, err: unknown, secrets: ReadonlyArray<string | undefined>): string {
+export function connectFailure(url: string, err: unknown, secrets: ReadonlyArray<string | NamedValue | undefined>): string {
   const sysCode = (err as { code?: unknown } | null)?.code;
   const reason = typeof sysCode === 'string' && CONNECT_REASONS[sysCode] ? CONNECT_REASONS[sysCode] : err instanceof LdapProviderError ? err.detail : describe(err);
   return scrub(`cannot connect to ${url}: ${reason}`, secrets);
@@ -100,7 +117,7 @@ function describe(err: unknown): string {
   return `LDAP result code ${code} "${LDAP_RESULT_NAMES[code] ?? 'unknown'}": ${msg}`;
 }
 
-export function toProviderError(err: unknown, context: string, secrets: ReadonlyArray<string | undefined>): LdapProviderError {
+export function toProviderError(err: unknown, context: string, secrets: ReadonlyArray<string | NamedValue | undefined>): LdapProviderError {
   if (err instanceof LdapProviderError) {
     return new LdapProviderError(err.kind, scrub(`${context}: ${err.message}`, secrets), err.ldapCode, scrub(err.detail, secrets));
   }
