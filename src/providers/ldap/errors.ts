@@ -4,6 +4,7 @@
  * configured). Messages are scrubbed of every password the failing call knew about.
  */
 import { StrongroomError } from '../../core/errors.ts';
+import { replaceValues } from '../../lib/redact.ts';
 
 export type LdapErrorKind = 'connection' | 'upstream' | 'input';
 
@@ -56,26 +57,9 @@ export const LDAP_RESULT_NAMES: Readonly<Record<number, string>> = {
 /** A value a message may hold that is named rather than quoted: a stored config's bind DN is "the configured binddn". */
 export type NamedValue = readonly [value: string, name: string];
 
-/**
- * Below this length a value is replaced only where it stands alone (between characters that are not letters or
- * digits): a one-letter password replaced inside words turned "dc=example" into "dc=e[redacted]ample", which hides
- * nothing (the letter is in every message) and shreds the text. From this length on it is replaced wherever it is.
- */
-export const MIN_SUBSTRING_SECRET = 8;
-
-/** Every secret replaced by "[redacted]" and every named value by its name, longest first (one inside another is fully hidden). */
+/** Every secret replaced by "[redacted]" and every named value by its name (lib/redact.ts says how short ones are). */
 export function scrub(text: string, secrets: ReadonlyArray<string | NamedValue | undefined>): string {
-  const pairs = new Map<string, string>();
-  for (const s of secrets) {
-    if (typeof s === 'string' && s) pairs.set(s, '[redacted]');
-    else if (Array.isArray(s) && s[0] && !pairs.has(s[0])) pairs.set(s[0], s[1]);
-  }
-  let out = text;
-  for (const [value, name] of [...pairs].sort(([a], [b]) => b.length - a.length)) {
-    if (value.length >= MIN_SUBSTRING_SECRET) out = out.split(value).join(name);
-    else out = out.replace(new RegExp(`(?<![\\p{L}\\p{N}])${value.replace(/[\\^$.*+?()[\]{}|/]/g, '\\$&')}(?![\\p{L}\\p{N}])`, 'gu'), () => name);
-  }
-  return out;
+  return replaceValues(text, secrets.flatMap((s): NamedValue[] => (typeof s === 'string' ? [[s, '[redacted]']] : s ? [s] : [])));
 }
 
 export function ldapResultCode(err: unknown): number | undefined {
