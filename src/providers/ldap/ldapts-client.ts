@@ -133,16 +133,16 @@ export class LdaptsClient implements LdapClient {
   }
 
   /**
-   * What every message is scrubbed of: the passwords, and the stored config's identities by name, so a later
-   * request's error (or a log line) never repeats what a config write stored (docs/security.md, class 3).
+   * What every message is scrubbed of: the passwords, and the stored bind identity by name, so a later request's
+   * error (or a log line) never repeats what a config write stored (docs/security.md, class 3). The search base and
+   * user attribute are never put in a message either, but are not scrubbed: every role DN under the base holds them.
    */
   get #secrets(): Array<string | NamedValue> {
-    const { binddn, upndomain, userdn, userattr } = this.#config;
+    const { binddn, upndomain } = this.#config;
     return [
       this.#config.bindpass, ...(this.#config.fallback_bindpass ?? []), this.#config.client_tls_key ?? '',
       ...(upndomain ? [[bindIdentity(this.#config), 'the configured binddn@upndomain'], [`${binddn}@${upndomain}`, 'the configured binddn@upndomain']] as NamedValue[] : []),
-      [binddn, 'the configured binddn'], [upndomain ?? '', 'the configured upndomain'], [userdn ?? '', 'the configured userdn'],
-      [userattr ?? '', 'the configured userattr'],
+      [binddn, 'the configured binddn'], [upndomain ?? '', 'the configured upndomain'],
     ];
   }
 
