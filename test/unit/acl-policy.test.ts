@@ -159,37 +159,37 @@ path "secret/+/config" {
     ['empty text', '  \n', "'policy' parameter not supplied or empty"],
     ['HCL syntax error, with line and column', 'path "a" {\n  capabilities = ["read"\n}',
       'failed to parse policy: line 3, column 1: expected "," or "]" in the list opened at line 2, found "}"'],
-    ['invalid capability', caps('secret/*', 'read', 'reed'), 'failed to parse policy: path "secret/*": invalid capability on line 2'],
-    ['invalid legacy policy', rule('a', 'policy = "admin"'), 'failed to parse policy: path "a": invalid policy on line 2'],
-    ['non-string legacy policy', rule('a', 'policy = 1'), 'failed to parse policy: path "a": invalid policy on line 2'],
-    ['"+*" wildcard', caps('/secret/+*', 'read'), `failed to parse policy: path "secret/+*": invalid use of wildcards ('+*' is forbidden)`],
-    ['unknown top-level keys, all named', 'paths "a" {}\nfoo = 1', 'failed to parse policy: invalid key "paths" on line 1; invalid key "foo" on line 2'],
+    ['invalid capability', caps('secret/*', 'read', 'reed'), 'failed to parse policy: path block on line 1: invalid capability on line 2'],
+    ['invalid legacy policy', rule('a', 'policy = "admin"'), 'failed to parse policy: path block on line 1: invalid policy on line 2'],
+    ['non-string legacy policy', rule('a', 'policy = 1'), 'failed to parse policy: path block on line 1: invalid policy on line 2'],
+    ['"+*" wildcard', caps('/secret/+*', 'read'), `failed to parse policy: path block on line 1: invalid use of wildcards ('+*' is forbidden)`],
+    ['unknown top-level keys, all named by line', 'paths "a" {}\nfoo = 1', 'failed to parse policy: invalid key on line 1; invalid key on line 2'],
     ['unknown path key', 'path "a" {\n  capabilities = []\n  capability = ["read"]\n}',
-      'failed to parse policy: path "a": invalid key "capability" on line 3'],
-    ['Enterprise-only path key', rule('a', 'mfa_methods = ["totp"]'), 'failed to parse policy: path "a": "mfa_methods" on line 2 is not supported by Strongroom'],
+      'failed to parse policy: path block on line 1: invalid key on line 3'],
+    ['Enterprise-only path key', rule('a', 'mfa_methods = ["totp"]'), 'failed to parse policy: path block on line 1: "mfa_methods" on line 2 is not supported by Strongroom'],
     ['duplicate path key', 'path "a" {\n  capabilities = ["read"]\n  capabilities = ["list"]\n}',
-      'failed to parse policy: path "a": duplicate key "capabilities" on line 3'],
-    ['capabilities not a list', rule('a', 'capabilities = "read"'), 'failed to parse policy: path "a": capabilities on line 2 must be a list of strings'],
-    ['capabilities with a non-string', rule('a', 'capabilities = ["read", 1]'), 'failed to parse policy: path "a": capabilities on line 2 must be a list of strings'],
-    ['required_parameters not a list', rule('a', 'required_parameters = "x"'), 'failed to parse policy: path "a": required_parameters on line 2 must be a list of strings'],
+      'failed to parse policy: path block on line 1: duplicate key "capabilities" on line 3'],
+    ['capabilities not a list', rule('a', 'capabilities = "read"'), 'failed to parse policy: path block on line 1: capabilities on line 2 must be a list of strings'],
+    ['capabilities with a non-string', rule('a', 'capabilities = ["read", 1]'), 'failed to parse policy: path block on line 1: capabilities on line 2 must be a list of strings'],
+    ['required_parameters not a list', rule('a', 'required_parameters = "x"'), 'failed to parse policy: path block on line 1: required_parameters on line 2 must be a list of strings'],
     ['allowed_parameters not a map', rule('a', 'allowed_parameters = ["ttl"]'),
-      'failed to parse policy: path "a": allowed_parameters on line 2 must be a map of parameter name to a list of values'],
+      'failed to parse policy: path block on line 1: allowed_parameters on line 2 must be a map of parameter name to a list of values'],
     ['allowed_parameters value not a list', rule('a', 'allowed_parameters = { ttl = "1h" }'),
-      'failed to parse policy: path "a": allowed_parameters "ttl" on line 2 must be a list of values (an empty list allows any value)'],
+      'failed to parse policy: path block on line 1: allowed_parameters entry on line 2 must be a list of values (an empty list allows any value)'],
     ['denied_parameters key listed twice', rule('a', 'denied_parameters = { ttl = [], TTL = [] }'),
-      'failed to parse policy: path "a": denied_parameters "TTL" on line 2 is listed twice'],
-    ['labelled value', rule('a', 'capabilities "x" { }'), 'failed to parse policy: path "a": "capabilities" on line 2 takes a value, not a labelled block'],
-    ['bad duration unit', rule('a', 'min_wrapping_ttl = "5x"'), 'failed to parse policy: path "a": error parsing min_wrapping_ttl: time: unknown unit in duration (units: ns, us, µs, μs, ms, s, m, h)'],
-    ['duration without unit', rule('a', 'max_wrapping_ttl = "1.5"'), 'failed to parse policy: path "a": error parsing max_wrapping_ttl: time: missing unit in duration'],
-    ['duration that is not a duration', rule('a', 'max_wrapping_ttl = "h"'), 'failed to parse policy: path "a": error parsing max_wrapping_ttl: time: invalid duration'],
-    ['duration of the wrong type', rule('a', 'max_wrapping_ttl = [1]'), 'failed to parse policy: path "a": error parsing max_wrapping_ttl: could not parse duration from input'],
-    ['negative duration', rule('a', 'min_wrapping_ttl = "-5m"'), 'failed to parse policy: path "a": min_wrapping_ttl on line 2 must not be negative'],
+      'failed to parse policy: path block on line 1: denied_parameters entry on line 2 names a parameter listed before'],
+    ['labelled value', rule('a', 'capabilities "x" { }'), 'failed to parse policy: path block on line 1: "capabilities" on line 2 takes a value, not a labelled block'],
+    ['bad duration unit', rule('a', 'min_wrapping_ttl = "5x"'), 'failed to parse policy: path block on line 1: error parsing min_wrapping_ttl: time: unknown unit in duration (units: ns, us, µs, μs, ms, s, m, h)'],
+    ['duration without unit', rule('a', 'max_wrapping_ttl = "1.5"'), 'failed to parse policy: path block on line 1: error parsing max_wrapping_ttl: time: missing unit in duration'],
+    ['duration that is not a duration', rule('a', 'max_wrapping_ttl = "h"'), 'failed to parse policy: path block on line 1: error parsing max_wrapping_ttl: time: invalid duration'],
+    ['duration of the wrong type', rule('a', 'max_wrapping_ttl = [1]'), 'failed to parse policy: path block on line 1: error parsing max_wrapping_ttl: could not parse duration from input'],
+    ['negative duration', rule('a', 'min_wrapping_ttl = "-5m"'), 'failed to parse policy: path block on line 1: min_wrapping_ttl on line 2 must not be negative'],
     ['max_wrapping_ttl below min_wrapping_ttl', rule('a', 'min_wrapping_ttl = "1h"\nmax_wrapping_ttl = "1m"'),
-      'failed to parse policy: path "a": max_wrapping_ttl cannot be less than min_wrapping_ttl'],
-    ['comment that is not a string', rule('a', 'comment = 1'), 'failed to parse policy: path "a": comment on line 2 must be a string'],
+      'failed to parse policy: path block on line 1: max_wrapping_ttl cannot be less than min_wrapping_ttl'],
+    ['comment that is not a string', rule('a', 'comment = 1'), 'failed to parse policy: path block on line 1: comment on line 2 must be a string'],
     ['name that is not a string', 'name = 1', 'failed to parse policy: "name" on line 1 must be a string'],
     ['two labels on a path block', 'path "a" "b" {}', 'failed to parse policy: "path" on line 1: expected one label, found 2'],
-    ['path block that is not a block', '{"path": {"a": "read"}}', 'failed to parse policy: path "a" on line 1: expected a block body'],
+    ['path block that is not a block', '{"path": {"a": "read"}}', 'failed to parse policy: path block on line 1: expected a block body'],
     ['path without a label', 'path = ["a"]', 'failed to parse policy: "path" on line 1: expected path "<label>" { ... } blocks'],
   ])('rejects %s', (_name, text, message) => {
     expect(() => parseAclPolicy('p', text)).toThrowError(new PolicyParseError(message));
@@ -199,6 +199,30 @@ path "secret/+/config" {
       expect(err).toBeInstanceOf(PolicyParseError);
       expect(err).toMatchObject({ status: 400 });
     }
+  });
+});
+
+describe('parseAclPolicy errors name a line, never the text (docs/security.md, class 3)', () => {
+  // A secret pasted in the wrong place of a policy: as a path label, a key, a parameter name.
+  const secret = 'Tr0ub4dor-acl-canary';
+  it.each([
+    ['a label with "+*"', caps(`${secret}+*`, 'read')],
+    ['a label whose block is not a block', `{"path": {"${secret}": "read"}}`],
+    ['a label whose block has an invalid capability', caps(secret, 'reed')],
+    ['an unknown top-level key', `${secret} = 1`],
+    ['an unknown key in a path block', rule('a', `${secret} = ["read"]`)],
+    ['a parameter name whose value is not a list', rule(secret, `allowed_parameters = { "${secret}" = "x" }`)],
+    ['a parameter name listed twice', rule(secret, `denied_parameters = { "${secret}" = [], "${secret.toUpperCase()}" = [] }`)],
+    ['a label whose duration is bad', rule(secret, 'min_wrapping_ttl = "5x"')],
+  ])('%s', (_name, text) => {
+    let message = '';
+    try {
+      parseAclPolicy('p', text);
+    } catch (err) {
+      message = (err as Error).message;
+    }
+    expect(message).toMatch(/^failed to parse policy: .*line \d/);
+    expect(message.toLowerCase()).not.toContain(secret.toLowerCase());
   });
 });
 

@@ -112,11 +112,12 @@ function parseDocument(doc: HclObject): PathRule[] {
 }
 
 function invalidKey(item: HclItem): string {
-  return `invalid key "${item.key}" on line ${item.line}`;
+  return `invalid key on line ${item.line}`;
 }
 
 function parsePathBlock(block: HclBlock): PathRule {
-  const where = `path "${block.label}"`;
+  // Named by line, never by label or unknown key: text pasted in the wrong place (a secret) is not repeated back.
+  const where = `path block on line ${block.line}`;
   const fail = (detail: string): never => {
     throw new PolicyParseError(`${where}: ${detail}`);
   };
@@ -132,7 +133,7 @@ function parsePathBlock(block: HclBlock): PathRule {
   if (invalid.length > 0) throw new PolicyParseError(invalid.join('; '));
 
   const path = block.label.startsWith('/') ? block.label.slice(1) : block.label;
-  if (path.includes('+*')) throw new PolicyParseError(`path "${path}": invalid use of wildcards ('+*' is forbidden)`);
+  if (path.includes('+*')) fail("invalid use of wildcards ('+*' is forbidden)");
 
   const comment = fields.get('comment');
   if (comment && comment.value.type !== 'string') fail(`comment on line ${comment.line} must be a string`);
@@ -192,9 +193,9 @@ function parameterMap(item: HclItem | undefined, fail: (detail: string) => never
   for (const entry of value.items) {
     const name = entry.key.toLowerCase();
     if (entry.labels.length > 0 || entry.value.type !== 'list') {
-      fail(`${item.key} "${entry.key}" on line ${entry.line} must be a list of values (an empty list allows any value)`);
+      fail(`${item.key} entry on line ${entry.line} must be a list of values (an empty list allows any value)`);
     }
-    if (out.has(name)) fail(`${item.key} "${entry.key}" on line ${entry.line} is listed twice`);
+    if (out.has(name)) fail(`${item.key} entry on line ${entry.line} names a parameter listed before`);
     out.set(name, toPlain(entry.value) as unknown[]);
   }
   return out;

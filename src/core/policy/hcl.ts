@@ -398,7 +398,7 @@ export function labelledBlocks(item: HclItem): HclBlock[] {
       const bodies = inner.value.type === 'list' ? inner.value.items : [inner.value];
       for (const body of bodies) {
         if (inner.labels.length > 0 || body.type !== 'object') {
-          throw new PolicyParseError(`${item.key} "${inner.key}" on line ${inner.line}: expected a block body`);
+          throw new PolicyParseError(`${item.key} block on line ${inner.line}: expected a block body`);
         }
         blocks.push({ label: inner.key, body, line: inner.line, column: inner.column });
       }
