@@ -5,7 +5,7 @@ import type { Logger } from 'pino';
 import type { Clock } from './clock.ts';
 import { BadRequestError, ConflictError, StrongroomError } from './errors.ts';
 import type { LeaseView, SecretType } from './framework.ts';
-import type { StorageCondition, StorageOp } from './storage/types.ts';
+import type { KeyOp, StorageCondition, StorageOp } from './storage/types.ts';
 import type { PreparedWrite, StorageView } from './storage/view.ts';
 
 export const leaseEntrySchema = z.object({
@@ -174,8 +174,8 @@ export class LeaseManager {
   }
 
   /** The record of a lease and its index entries (expiry time, issuing token, the id it was issued under). */
-  #records(entry: LeaseEntry): StorageOp[] {
-    const ops: StorageOp[] = [{ type: 'put', key: `id/${entry.id}`, value: Buffer.from(JSON.stringify(entry)) }];
+  #records(entry: LeaseEntry): KeyOp[] {
+    const ops: KeyOp[] = [{ type: 'put', key: `id/${entry.id}`, value: Buffer.from(JSON.stringify(entry)) }];
     // An irrevocable lease waits for an operator, not a time (see #failed).
     if (!entry.irrevocable) ops.push({ type: 'put', key: `time/${bucketName(this.#dueAt(entry))}/${leaseKey(entry.id)}`, value: Buffer.from(entry.id) });
     else ops.push({ type: 'put', key: irrevocableKey(entry.id), value: Buffer.from(entry.id) });
@@ -474,8 +474,8 @@ export class LeaseManager {
     await this.#d.view.transaction(this.#deletion(entry));
   }
 
-  #deletion(entry: LeaseEntry): StorageOp[] {
-    const ops: StorageOp[] = [
+  #deletion(entry: LeaseEntry): KeyOp[] {
+    const ops: KeyOp[] = [
       { type: 'delete', key: `id/${entry.id}` },
       { type: 'delete', key: `time/${bucketName(this.#dueAt(entry))}/${leaseKey(entry.id)}` },
     ];
