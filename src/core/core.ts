@@ -28,6 +28,8 @@ import type { CoreRequest, CoreResponse, ServedRequest } from './request.ts';
 import { VERSION } from './version.ts';
 import { ResponseWrapper, requestedWrapTtl, wrappedEnvelope } from './wrapping.ts';
 import { pathHelp, wantsHelp } from './path-help.ts';
+import { Events, pluginInfo } from './events/events.ts';
+import type { FeedOptions } from './events/feed.ts';
 
 /** Engine and auth method factories by type; a type name may exist in both classes ("cloud"). */
 export interface BackendRegistry {
@@ -57,6 +59,8 @@ export interface CoreOptions {
   apiAddress?: string;
   /** The cluster's timings, where a test shortens them. */
   cluster?: Partial<ClusterTimings>;
+  /** The event log's retention and polling (docs/events.md). */
+  events?: Partial<FeedOptions>;
 }
 
 interface Mounted {
@@ -95,6 +99,7 @@ export class Core {
   readonly policies: PolicyStore;
   readonly identity: IdentityStore;
   readonly leases: LeaseManager;
+  readonly events: Events;
   readonly audit: AuditBroker;
   readonly cluster: Cluster;
   readonly wrapping: ResponseWrapper;
@@ -126,6 +131,7 @@ export class Core {
     this.identity = new IdentityStore(sys.sub('identity/'));
     this.wrapping = new ResponseWrapper(this);
     this.audit = new AuditBroker(sys.sub('audit/'), this.logger, this.clock, options.audit ?? { allowPrefix: false, allowRaw: false });
+    this.events = new Events(this.barrier, () => this.cluster.leading, this.clock, this.logger, options.events);
     this.leases = new LeaseManager({
       view: sys.sub('expire/'),
       clock: this.clock,
@@ -181,6 +187,7 @@ export class Core {
     this.cluster.onChange(() => this.#follow());
     this.cluster.onLeadership((leading) => (leading ? this.#lead() : this.#stepDown()));
     await this.cluster.start();
+    await this.events.feed.start();
     return { rootToken };
   }
 
@@ -212,6 +219,7 @@ export class Core {
   async stop(): Promise<void> {
     // Leader work first (while the store is still open), then what every node runs.
     await this.cluster.stop();
+    this.events.feed.stop();
     this.leases.stop();
     await this.leases.idle();
     for (const m of this.#mounted.values()) await this.#unmount(m);
@@ -439,6 +447,7 @@ export class Core {
         generateIdentityToken: (audience, ttl) => this.identityTokens.generate(this.mounts.get(entry.path) ?? entry, audience, ttl),
         mountOption: (name) => (this.mounts.get(entry.path) ?? entry).config[name as keyof MountEntry['config']] as string | undefined,
         fence: () => this.#fence(),
+        event: (type, metadata) => this.events.outbox.prepare(type, metadata, pluginInfo(entry)),
         leading: () => this.cluster.leading,
         shared: this.cluster.shared,
         nodeAlive: (id) => this.cluster.alive(id),
