@@ -142,6 +142,7 @@ export class Core {
       guards: (lease) => [...(lease.kind === 'secret' && lease.tokenSalted ? [this.tokens.notRevoking(lease.tokenSalted)] : []), this.notDisabling(lease.mountPath)],
       retry: options.revokeRetry,
       events: options.telemetry?.leaseEvents,
+      announce: (type, metadata) => this.events.outbox.prepare(type, metadata),
       cluster: options.storage.shared ? { nodeId: this.cluster.nodeId, alive: (id) => this.cluster.alive(id), fence: () => this.cluster.fence() } : undefined,
     });
   }

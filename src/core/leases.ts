@@ -52,6 +52,8 @@ export interface LeaseManagerDeps {
   guards(lease: NewLease): StorageCondition[];
   retry: { baseDelayMs: number; maxAttempts: number };
   events?: LeaseEvents;
+  /** A `lease/*` event to commit with the change it reports (docs/events.md). */
+  announce?(type: string, metadata: Record<string, string>): PreparedWrite;
   /**
    * On a shared store (several nodes): this node's id, whether a node is alive, and the leader's fence. Revocations
    * are then claimed in storage first, and expiries carry the fence (docs/ha.md). Absent on a store of one node.
@@ -167,10 +169,18 @@ export class LeaseManager {
   /** A lease and the writes that store it, for committing together with what it belongs to (a token). */
   prepare(entry: NewLease): { lease: LeaseEntry; write: PreparedWrite } {
     const full: LeaseEntry = { ...entry, attempts: 0, nextAttempt: 0, irrevocable: false, revokeError: '', lastRenewal: 0, issuedAs: '' };
-    return { lease: full, write: { ops: this.#d.view.qualify(this.#records(full)), conditions: this.#d.guards(entry), committed: () => {
+    const event = this.#announce('lease/issued', full);
+    return { lease: full, write: { ops: [...this.#d.view.qualify(this.#records(full)), ...event.ops], conditions: this.#d.guards(entry), committed: () => {
       this.#armIfSoon(full);
       this.#d.events?.registered(full.mountPath);
+      event.committed();
     } } };
+  }
+
+  /** The event of a secret lease's change (token leases are reported as tokens, not here); a no-op write without one. */
+  #announce(type: string, entry: LeaseEntry): PreparedWrite {
+    if (entry.kind !== 'secret' || !this.#d.announce) return { ops: [], committed: () => {} };
+    return this.#d.announce(type, { lease_id: entry.id, path: entry.id, mount_path: entry.mountPath, expire_time: new Date(entry.expireTime).toISOString() });
   }
 
   /** The record of a lease and its index entries (expiry time, issuing token, the id it was issued under). */
@@ -277,7 +287,7 @@ export class LeaseManager {
     const maxEnd = entry.issueTime + maxTtl * 1000;
     const ttl = Math.min(requested, Math.floor((maxEnd - now) / 1000));
     if (ttl <= 0) throw new BadRequestError('past the max TTL, cannot renew');
-    return this.#reschedule(entry, { ...entry, expireTime: now + ttl * 1000, lastRenewal: now, ttl: entry.ttl });
+    return this.#reschedule(entry, { ...entry, expireTime: now + ttl * 1000, lastRenewal: now, ttl: entry.ttl }, 'lease/renewed');
   }
 
   /** Moves a token lease's expiry (token renewals). */
@@ -314,7 +324,12 @@ export class LeaseManager {
    */
   async prepareEnd(id: string): Promise<PreparedWrite | undefined> {
     const entry = await this.get(id);
-    return entry && { ops: this.#d.view.qualify(this.#deletion(entry)), committed: () => this.#disarm(entry.id) };
+    if (!entry) return undefined;
+    const event = this.#announce('lease/revoked', entry);
+    return { ops: [...this.#d.view.qualify(this.#deletion(entry)), ...event.ops], committed: () => {
+      this.#disarm(entry.id);
+      event.committed();
+    } };
   }
 
   /**
@@ -366,7 +381,7 @@ export class LeaseManager {
       }
       this.#d.logger.warn({ lease_id: id, err: errorText(err) }, 'forced revocation ignored an engine error');
     }
-    await this.#delete(entry);
+    await this.#delete(entry, expiry ? 'lease/expired' : 'lease/revoked');
     this.#d.events?.revoked(entry.mountPath, started);
   }
 
@@ -458,20 +473,20 @@ export class LeaseManager {
   }
 
   /** A ConflictError when the lease changed since `before` was read (revoked or renewed through another node). */
-  async #reschedule(before: LeaseEntry, after: LeaseEntry): Promise<LeaseEntry> {
+  async #reschedule(before: LeaseEntry, after: LeaseEntry, event?: string): Promise<LeaseEntry> {
     const oldKey = `time/${bucketName(this.#dueAt(before))}/${leaseKey(before.id)}`;
     const newKey = `time/${bucketName(this.#dueAt(after))}/${leaseKey(after.id)}`;
     const ops = [{ type: 'put' as const, key: `id/${after.id}`, value: Buffer.from(JSON.stringify(after)) }];
-    const written = await this.#d.view.transaction(oldKey === newKey ? ops : [...ops, { type: 'delete', key: oldKey }, { type: 'put', key: newKey, value: Buffer.from(after.id) }], [this.#unchanged(before)]);
+    const written = await this.#d.view.transaction(oldKey === newKey ? ops : [...ops, { type: 'delete', key: oldKey }, { type: 'put', key: newKey, value: Buffer.from(after.id) }], [this.#unchanged(before)], event ? [this.#announce(event, after)] : []);
     if (!written) throw new ConflictError('the lease was revoked or changed meanwhile; read it again');
     this.#disarm(after.id);
     this.#armIfSoon(after);
     return after;
   }
 
-  async #delete(entry: LeaseEntry): Promise<void> {
+  async #delete(entry: LeaseEntry, event: string): Promise<void> {
     this.#disarm(entry.id);
-    await this.#d.view.transaction(this.#deletion(entry));
+    await this.#d.view.transaction(this.#deletion(entry), [], [this.#announce(event, entry)]);
   }
 
   #deletion(entry: LeaseEntry): KeyOp[] {

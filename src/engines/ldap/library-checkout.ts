@@ -107,7 +107,7 @@ export async function checkInAccount(engine: Engine, name: string, accept: (acco
       // The borrower's lease ends in the same transaction, so no lease outlives its loan.
       commitAlongside: async () => {
         const end = await engine.ctx.system.leaseEnd(account.borrower.lease_id);
-        return end ? [end] : [];
+        return [...(end ? [end] : []), engine.ctx.system.event('ldap/library-check-in', { modified: 'true', operation: 'update', path: `library/${account.borrower.set}/check-in`, name: account.borrower.set, service_account: name })];
       },
       recorded: () => recordedAccountPassword(engine.storage, name),
     });
@@ -220,7 +220,8 @@ export function libraryCheckoutPart(engine: Engine): LdapEnginePart {
       // A failed swap means another check-out (or a set update) changed the record: look again.
       for (let snapshot = await readAccount(storage, account); snapshot?.state.state === 'available'; snapshot = await readAccount(storage, account)) {
         const { password, dn } = snapshot.state;
-        if (await swapAccount(storage, snapshot, { state: 'lent', name: account, dn, password, borrower }, [lease()])) return password;
+        const event = engine.ctx.system.event('ldap/library-check-out', { modified: 'true', operation: 'update', path: `library/${borrower.set}/check-out`, name: borrower.set, service_account: account });
+        if (await swapAccount(storage, snapshot, { state: 'lent', name: account, dn, password, borrower }, [lease(), event])) return password;
       }
       return undefined;
     })().finally(() => {

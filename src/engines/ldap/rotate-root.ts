@@ -72,6 +72,7 @@ export async function rotateRoot(engine: LdapEngine, { scheduled = false, fenced
         })];
       },
       commitConditions,
+      commitAlongside: async () => [engine.ctx.system.event('ldap/rotate-root', { modified: 'true', operation: fenced ? 'periodic' : 'update', path: 'rotate-root' })],
       fence: fenced ? engine.ctx.system.fence() : undefined,
       recorded: bindAccountCheck(engine, entry.dn).recorded,
     }).catch((err: unknown) => {

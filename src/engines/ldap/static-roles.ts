@@ -88,20 +88,20 @@ export function putStaticRoleOp(role: StaticRole): StorageOp {
 }
 
 /** Writes the role over exactly `expected` (undefined: where there is none); false when it changed meanwhile. */
-export async function writeStaticRole(storage: StorageView, role: StaticRole, expected: Buffer | undefined): Promise<boolean> {
-  return storage.transaction([putStaticRoleOp(role)], [{ key: staticRoleKey(role.name), expected }]);
+export async function writeStaticRole(storage: StorageView, role: StaticRole, expected: Buffer | undefined, alongside: PreparedWrite[] = []): Promise<boolean> {
+  return storage.transaction([putStaticRoleOp(role)], [{ key: staticRoleKey(role.name), expected }], alongside);
 }
 
 /**
  * Applies `edit` to the role as stored, by compare-and-set: another node may record a rotation at any moment, and a
  * write built on the role read before it would put the previous password back. Undefined when there is no role.
  */
-async function editStaticRole(storage: StorageView, name: string, edit: (role: StaticRole) => StaticRole): Promise<StaticRole | undefined> {
+async function editStaticRole(storage: StorageView, name: string, edit: (role: StaticRole) => StaticRole, alongside: (role: StaticRole) => PreparedWrite[] = () => []): Promise<StaticRole | undefined> {
   for (let attempt = 0; attempt < 8; attempt++) {
     const current = await readStaticRoleSnapshot(storage, name);
     if (!current) return undefined;
     const next = edit(current.role);
-    if (await writeStaticRole(storage, next, current.raw)) return next;
+    if (await writeStaticRole(storage, next, current.raw, alongside(next))) return next;
   }
   throw new ConflictError(`the static role "${name}" kept changing while it was being updated; try again`);
 }
@@ -212,6 +212,7 @@ export async function rotateStaticRole(engine: LdapEngine, name: string, { sched
         },
         // Recorded over the role as read: an update or another rotation meanwhile fails this record (the WAL keeps the password).
         commitConditions: [{ key: staticRoleKey(name), expected: snapshot.raw }],
+        commitAlongside: async () => [engine.ctx.system.event('ldap/rotate', { modified: 'true', operation: scheduled ? 'periodic' : 'update', path: `rotate-role/${name}`, name })],
         fence: scheduled ? engine.ctx.system.fence() : fence,
         recorded: () => recordedPassword(engine.storage, name),
       });
@@ -289,13 +290,18 @@ function failedRecord(engine: LdapEngine, role: StaticRole, err: unknown, now: n
   };
 }
 
+/** The `ldap/rotate-fail` event of a failed attempt: its error is the one the role records, written for clients. */
+function rotateFailEvent(engine: LdapEngine, role: StaticRole): PreparedWrite {
+  return engine.ctx.system.event('ldap/rotate-fail', { modified: 'false', operation: 'update', path: `rotate-role/${role.name}`, name: role.name, error: role.last_error, attempts: String(role.failed_attempts) });
+}
+
 /** Records a failed attempt on the role (as stored now; `read` if storage fails too) and plans its retry. */
 async function recordFailure(engine: LdapEngine, read: StaticRole, err: unknown, attempt: FailedAttempt): Promise<void> {
   engine.ctx.metrics.counter(LDAP_STATIC_ROTATIONS).inc({ result: 'failure' });
   const now = engine.clock.now();
   let failed = failedRecord(engine, read, err, now, attempt);
   try {
-    const stored = await editStaticRole(engine.storage, read.name, (role) => failedRecord(engine, role, err, now, attempt));
+    const stored = await editStaticRole(engine.storage, read.name, (role) => failedRecord(engine, role, err, now, attempt), (role) => [rotateFailEvent(engine, role)]);
     // A role deleted meanwhile stops here: nothing retries it.
     if (!stored) return engine.scheduler.unschedule(read.name);
     failed = stored;
