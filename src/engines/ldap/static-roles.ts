@@ -290,6 +290,11 @@ function failedRecord(engine: LdapEngine, role: StaticRole, err: unknown, now: n
   };
 }
 
+/** Vault's `ldap/static-role-create|update|delete`. */
+function staticRoleEvent(engine: LdapEngine, operation: 'create' | 'update' | 'delete', name: string): PreparedWrite {
+  return engine.ctx.system.event(`ldap/static-role-${operation}`, { modified: 'true', operation, path: `static-role/${name}`, name });
+}
+
 /** The `ldap/rotate-fail` event of a failed attempt: its error is the one the role records, written for clients. */
 function rotateFailEvent(engine: LdapEngine, role: StaticRole): PreparedWrite {
   return engine.ctx.system.event('ldap/rotate-fail', { modified: 'false', operation: 'update', path: `rotate-role/${role.name}`, name: role.name, error: role.last_error, attempts: String(role.failed_attempts) });
@@ -400,7 +405,7 @@ async function createRole(engine: LdapEngine, name: string, req: RoleRequest): P
   await engine.accounts.claim(owner(name), identities(role));
   if (skip) {
     try {
-      if (!(await writeStaticRole(engine.storage, role, undefined))) throw new ConflictError(`the static role "${name}" was created at the same time by another request; read it`);
+      if (!(await writeStaticRole(engine.storage, role, undefined, [staticRoleEvent(engine, 'create', name)]))) throw new ConflictError(`the static role "${name}" was created at the same time by another request; read it`);
     } catch (err) {
       await engine.accounts.release(owner(name), identities(role));
       throw err;
@@ -418,6 +423,7 @@ async function createRole(engine: LdapEngine, name: string, req: RoleRequest): P
       passwordPolicy: passwordPolicy || undefined,
       // The role is stored with the WAL, so a crash from here on leaves both and start-up finishes the import.
       prepare: [putStaticRoleOp(role)],
+      commitAlongside: async () => [staticRoleEvent(engine, 'create', name)],
       commit: (password) => {
         applied = true;
         return [putStaticRoleOp(rotatedRecord(role, password, engine.clock.now())), clearDriftOp(staticRoleTarget(name))];
@@ -461,7 +467,7 @@ async function updateRole(engine: LdapEngine, role: StaticRole, req: RoleRequest
       next.next_rotation = next.due_at = firstDue(next, now);
     }
     return next;
-  });
+  }, () => [staticRoleEvent(engine, 'update', role.name)]);
   if (updated) reschedule(engine, updated);
 }
 
@@ -473,7 +479,7 @@ async function deleteRole(engine: LdapEngine, name: string): Promise<void> {
     // The directory keeps the last password the server set; the WAL of an unfinished rotation and the drift mark go too.
     await engine.storage.transaction([
       { type: 'delete', key: staticRoleKey(name) }, { type: 'delete', key: walKey(staticRoleTarget(name)) }, clearDriftOp(staticRoleTarget(name)),
-    ]);
+    ], [], [staticRoleEvent(engine, 'delete', name)]);
     await engine.accounts.release(owner(name), identities(role));
   });
 }
