@@ -208,6 +208,8 @@ export class LeaseManager {
    * exactly them, so it never lands on a lease another node revoked or changed meanwhile.
    */
   readonly #stored = new WeakMap<LeaseEntry, Buffer>();
+  /** Leases whose expiry is revoking them now: an engine that ends one meanwhile reports it expired, not revoked. */
+  readonly #expiringIds = new Set<string>();
 
   async #read(id: string): Promise<LeaseEntry | undefined> {
     const raw = await this.#d.view.get(`id/${id}`);
@@ -325,7 +327,7 @@ export class LeaseManager {
   async prepareEnd(id: string): Promise<PreparedWrite | undefined> {
     const entry = await this.get(id);
     if (!entry) return undefined;
-    const event = this.#announce('lease/revoked', entry);
+    const event = this.#announce(this.#expiringIds.has(entry.id) ? 'lease/expired' : 'lease/revoked', entry);
     return { ops: [...this.#d.view.qualify(this.#deletion(entry)), ...event.ops], committed: () => {
       this.#disarm(entry.id);
       event.committed();
@@ -370,7 +372,8 @@ export class LeaseManager {
       else {
         const secret = this.#d.secretType(entry.mountPath, entry.secretType);
         if (!secret) throw new Error(`no engine at "${entry.mountPath}" can revoke secrets of type "${entry.secretType}"`);
-        await secret.revoke(this.#view(entry, entry.ttl));
+        if (expiry) this.#expiringIds.add(entry.id);
+        await secret.revoke(this.#view(entry, entry.ttl)).finally(() => this.#expiringIds.delete(entry!.id));
         this.#d.logger.debug({ lease_id: entry.id }, 'the engine revoked a lease');
       }
     } catch (err) {
@@ -484,9 +487,15 @@ export class LeaseManager {
     return after;
   }
 
+  /**
+   * Deletes the lease's records, with its event when the record was still there: an engine that ended the lease itself
+   * during its revocation (a library check-in) committed the event with its own record of the end.
+   */
   async #delete(entry: LeaseEntry, event: string): Promise<void> {
     this.#disarm(entry.id);
-    await this.#d.view.transaction(this.#deletion(entry), [], [this.#announce(event, entry)]);
+    if (await this.#d.view.transaction(this.#deletion(entry), [this.#unchanged(entry)], [this.#announce(event, entry)])) return;
+    const present = (await this.#d.view.get(`id/${entry.id}`)) !== undefined;
+    await this.#d.view.transaction(this.#deletion(entry), [], present ? [this.#announce(event, entry)] : []);
   }
 
   #deletion(entry: LeaseEntry): KeyOp[] {

@@ -1,10 +1,11 @@
 // Events (docs/events.md): the outbox written with each change, delivered over Vault's WebSocket API and as
 // Server-Sent Events, from the store, with per-event ACL and resume. A real WebSocket client (the `ws` package).
 import { afterEach, beforeEach, describe, expect, inject, it } from 'vitest';
-import WebSocket from 'ws';
+import type WebSocket from 'ws';
 import { createIsolatedOu, type IsolatedOu } from '../support/slapd.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 import { configure, cred, ok } from '../support/ldap-engine.ts';
+import { subscriber, until, type Received } from '../support/events.ts';
 
 const facts = inject('slapd');
 
@@ -22,42 +23,7 @@ afterEach(async () => {
   await ou.cleanup();
 });
 
-interface Received {
-  events: any[];
-  raw: string[];
-  closed: Promise<{ code: number; reason: string }>;
-  ws: WebSocket;
-}
-
-/** Subscribes with a real WebSocket client; resolves once the server accepted the upgrade. */
-function subscribe(eventType: string, token: string, query: Record<string, string> = {}): Promise<Received> {
-  const params = new URLSearchParams({ json: 'true', ...query });
-  const ws = new WebSocket(`${s.url.replace(/^http/, 'ws')}/v1/sys/events/subscribe/${eventType}?${params}`, { headers: { 'X-Vault-Token': token } });
-  sockets.push(ws);
-  const received: Received = { events: [], raw: [], ws, closed: new Promise((resolve) => ws.on('close', (code, reason) => resolve({ code, reason: reason.toString() }))) };
-  ws.on('message', (data) => {
-    received.raw.push(data.toString());
-    received.events.push(JSON.parse(data.toString()));
-  });
-  return new Promise((resolve, reject) => {
-    ws.on('open', () => resolve(received));
-    ws.on('unexpected-response', (_req, res) => {
-      let body = '';
-      res.on('data', (c) => (body += c));
-      res.on('end', () => reject(Object.assign(new Error(`HTTP ${res.statusCode}`), { status: res.statusCode, body })));
-    });
-    ws.on('error', reject);
-  });
-}
-
-/** Waits (bounded) until `check` holds. */
-async function until(check: () => boolean, what: string, ms = 15_000): Promise<void> {
-  for (const end = Date.now() + ms; !check(); ) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
+const subscribe = (eventType: string, token: string, query: Record<string, string> = {}) => subscriber(s.url, sockets)(eventType, token, query);
 const types = (r: Received) => r.events.map((e) => e.data.event_type);
 
 describe('GET sys/events/subscribe/:event_type (WebSocket)', () => {
