@@ -129,7 +129,7 @@ export async function createServer(settings: Settings, logger: Logger, overrides
     await storage.close();
     throw err;
   }
-  telemetry?.watch({ leases: core.leases, audit: core.audit, leading: () => core.cluster.leading });
+  telemetry?.watch({ leases: core.leases, audit: core.audit, leading: () => core.cluster.leading, events: { counters: core.events.outbox.counters, logSize: () => core.events.feed.size } });
   const app = buildApp(core, {
     logger,
     maxRequestSize: settings.STRONGROOM_MAX_REQUEST_SIZE,

@@ -100,6 +100,24 @@ describe('GET sys/events/subscribe/:event_type (WebSocket)', () => {
   });
 });
 
+describe('event metrics (sys/metrics)', () => {
+  it('"published, delivered, subscribers and the log\'s size are reported"', async () => {
+    const sub = await subscribe('ldap/*', 'root');
+    await ok(s, 'POST', 'ldap/static-role/app', { username: 'user0', rotation_period: '1h' });
+    await ok(s, 'POST', 'ldap/rotate-role/app');
+    await until(() => sub.events.length === 2, 'two events');
+    const value = async (name: string) => {
+      const text = await (await fetch(`${s.url}/v1/sys/metrics?format=prometheus`, { headers: { 'X-Vault-Token': 'root' } })).text();
+      return Number(new RegExp(`^${name} (\\d+)$`, 'm').exec(text)?.[1]);
+    };
+    expect(await value('strongroom_events_published_total')).toBeGreaterThanOrEqual(2);
+    expect(await value('strongroom_events_delivered_total')).toBe(2);
+    expect(await value('strongroom_events_subscribers')).toBe(1);
+    await expect.poll(() => value('strongroom_events_log_records'), { timeout: 5000 }).toBeGreaterThanOrEqual(2);
+    expect(await value('strongroom_events_dropped_total')).toBe(0);
+  });
+});
+
 describe('event ACL: the subscribe capability and subscribe_event_types', () => {
   async function tokenWith(policy: string): Promise<string> {
     expect((await s.request('PUT', 'sys/policies/acl/events-reader', { body: { policy } })).status).toBe(204);

@@ -2,7 +2,6 @@
  * Events as Vault sends them (docs/events.md): a CloudEvents 1.0 JSON envelope whose `data` holds the event type, the
  * plugin that produced it and its metadata, plus Strongroom's `sequence`, the event's place in the cluster's log.
  */
-import { StrongroomError } from '../errors.ts';
 import { newUuid } from '../ids.ts';
 
 /** Where an event comes from: the mount that produced it (absent for the server's own events). */
@@ -61,12 +60,4 @@ export function buildEvent(eventType: string, metadata: EventMetadata, plugin: P
 export function eventPath(event: CloudEvent): string {
   const relative = event.data.metadata.path ?? '';
   return (event.data.plugin_info?.mount_path ?? '') + relative;
-}
-
-/**
- * A failure's message for a `*-fail` event. Only messages written for clients (StrongroomError's, already free of
- * credentials) are kept; anything else may quote what it failed on, so it becomes a fixed text.
- */
-export function scrubbedError(err: unknown): string {
-  return err instanceof StrongroomError ? err.message.slice(0, MAX_METADATA_VALUE) : 'internal error';
 }
