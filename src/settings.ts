@@ -42,6 +42,9 @@ export const settingsSchema = z.object({
   STRONGROOM_MAX_LEASE_TTL: duration('STRONGROOM_MAX_LEASE_TTL').default(768 * 3600),
   STRONGROOM_REVOKE_RETRY_BASE: duration('STRONGROOM_REVOKE_RETRY_BASE').default(10),
   STRONGROOM_REVOKE_MAX_ATTEMPTS: z.coerce.number().int().positive().default(6),
+  // The event log (docs/events.md): kept this long, and never more than this many records.
+  STRONGROOM_EVENTS_RETENTION: duration('STRONGROOM_EVENTS_RETENTION').refine((v) => v >= 60 && v <= 30 * 86400, { message: 'STRONGROOM_EVENTS_RETENTION must be between 1m and 30d' }).default(24 * 3600),
+  STRONGROOM_EVENTS_MAX_RECORDS: z.coerce.number().int().min(1000).max(100_000_000).default(1_000_000),
   STRONGROOM_UNAUTHENTICATED_METRICS: bool.default(false),
   STRONGROOM_AUDIT_ALLOW_PREFIX: bool.default(false),
   STRONGROOM_AUDIT_ALLOW_RAW: bool.default(false),
