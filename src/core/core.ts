@@ -28,8 +28,7 @@ import type { CoreRequest, CoreResponse, ServedRequest } from './request.ts';
 import { VERSION } from './version.ts';
 import { ResponseWrapper, requestedWrapTtl, wrappedEnvelope } from './wrapping.ts';
 import { pathHelp, wantsHelp } from './path-help.ts';
-import { Events, pluginInfo } from './events/events.ts';
-import type { FeedOptions } from './events/feed.ts';
+import { Events, pluginInfo, type EventsOptions } from './events/events.ts';
 
 /** Engine and auth method factories by type; a type name may exist in both classes ("cloud"). */
 export interface BackendRegistry {
@@ -59,8 +58,8 @@ export interface CoreOptions {
   apiAddress?: string;
   /** The cluster's timings, where a test shortens them. */
   cluster?: Partial<ClusterTimings>;
-  /** The event log's retention and polling (docs/events.md). */
-  events?: Partial<FeedOptions>;
+  /** The event log's retention and polling, and webhook delivery (docs/events.md). */
+  events?: EventsOptions;
 }
 
 interface Mounted {
@@ -131,7 +130,7 @@ export class Core {
     this.identity = new IdentityStore(sys.sub('identity/'));
     this.wrapping = new ResponseWrapper(this);
     this.audit = new AuditBroker(sys.sub('audit/'), this.logger, this.clock, options.audit ?? { allowPrefix: false, allowRaw: false });
-    this.events = new Events(this.barrier, () => this.cluster.leading, this.clock, this.logger, options.events);
+    this.events = new Events(this.barrier, sys, { leading: () => this.cluster.leading, fence: () => this.cluster.fence() }, this.clock, this.logger, options.events);
     this.leases = new LeaseManager({
       view: sys.sub('expire/'),
       clock: this.clock,
@@ -188,7 +187,7 @@ export class Core {
     this.cluster.onChange(() => this.#follow());
     this.cluster.onLeadership((leading) => (leading ? this.#lead() : this.#stepDown()));
     await this.cluster.start();
-    await this.events.feed.start();
+    await this.events.start();
     return { rootToken };
   }
 
@@ -220,7 +219,7 @@ export class Core {
   async stop(): Promise<void> {
     // Leader work first (while the store is still open), then what every node runs.
     await this.cluster.stop();
-    this.events.feed.stop();
+    this.events.stop();
     this.leases.stop();
     await this.leases.idle();
     for (const m of this.#mounted.values()) await this.#unmount(m);

@@ -174,6 +174,7 @@ export class Telemetry implements CoreTelemetry {
     this.#source('strongroom_events_published_total', 'Events this node committed to the event log.', 'counter', () => [{ value: counters.published }]);
     this.#source('strongroom_events_delivered_total', 'Events this node sent to subscribers (WebSocket and Server-Sent Events).', 'counter', () => [{ value: counters.delivered }]);
     this.#source('strongroom_events_dropped_total', 'Subscribers this node closed because they read too slowly (they resume with after=).', 'counter', () => [{ value: counters.dropped }]);
+    this.#source('strongroom_events_webhook_failures_total', 'Events a webhook did not accept after its last attempt (now in its dead-letter list).', 'counter', () => [{ value: counters.webhookFailures }]);
     this.#source('strongroom_events_subscribers', 'Subscribers connected to this node.', 'gauge', () => [{ value: counters.subscribers }]);
     this.#source('strongroom_events_log_records', 'Records in the cluster\'s event log (bounded by its retention).', 'gauge', () => [{ value: logSize() }]);
   }

@@ -13,9 +13,9 @@ import { StorageView } from '../../src/core/storage/view.ts';
 
 async function withEvents(count: number) {
   const storage = new MemoryStorage();
-  const events = new Events(storage, () => true, systemClock, pino({ level: 'silent' }), { pollMs: 20 });
-  await events.feed.start();
   const view = new StorageView(storage, '');
+  const events = new Events(storage, view, { leading: () => true, fence: () => [] }, systemClock, pino({ level: 'silent' }), { feed: { pollMs: 20 } });
+  await events.feed.start();
   for (let i = 0; i < count; i++) await events.outbox.publish(view, 'ldap/rotate', { path: `rotate-role/r${i}`, name: `r${i}` });
   return events;
 }

@@ -12,11 +12,12 @@ export interface EventCounters {
   published: number;
   delivered: number;
   dropped: number;
+  webhookFailures: number;
   subscribers: number;
 }
 
 export class EventOutbox {
-  readonly counters: EventCounters = { published: 0, delivered: 0, dropped: 0, subscribers: 0 };
+  readonly counters: EventCounters = { published: 0, delivered: 0, dropped: 0, webhookFailures: 0, subscribers: 0 };
   readonly #clock: Clock;
   /** Called after an event this node wrote has committed: local readers need not wait for their next poll. */
   readonly #committed: () => void;
