@@ -4,10 +4,16 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, beforeEach, describe, expect, inject, it } from 'vitest';
-import { createIsolatedOu, type IsolatedOu } from '../support/slapd.ts';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import type WebSocket from 'ws';
+import { canBind, createIsolatedOu, type IsolatedOu } from '../support/slapd.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
-import { configure, ok } from '../support/ldap-engine.ts';
-import { until } from '../support/events.ts';
+import { configure, ok, ouConfig } from '../support/ldap-engine.ts';
+import { subscriber, until } from '../support/events.ts';
+import { startNode, type NodeProcess } from '../support/node-process.ts';
 
 const facts = inject('slapd');
 const SECRET = 'whsec-0123456789abcdef';
@@ -119,5 +125,61 @@ describe('sys/events/webhooks/:name', () => {
     const r = await s.request('POST', 'sys/events/webhooks/bad', { body: { url: hook.url, event_types: '*', secret: SECRET, ...change } });
     expect(r.status).toBe(400);
     expect(r.body.errors.join(' ')).toMatch(message);
+  });
+});
+
+describe('kill -9 of the server during a burst of rotations (a real process)', () => {
+  it('"every rotation in storage has its event, and the webhook receives all of them after the restart"', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'strongroom-events-kill-'));
+    const storage = `sqlite:${join(dir, 'db.sqlite')}`;
+    const key = randomBytes(32).toString('base64');
+    const env = { STRONGROOM_EVENTS_WEBHOOK_RETRY_BASE: '1s' };
+    const sockets: WebSocket[] = [];
+    let node: NodeProcess | undefined;
+    try {
+      node = await startNode(storage, key, env);
+      const call = async (n: NodeProcess, method: string, path: string, body?: unknown) => {
+        const r = await n.request(method, path, { body });
+        expect(r.status, `${method} ${path}: ${JSON.stringify(r.body)}`).toBeLessThan(300);
+        return r.body;
+      };
+      await call(node, 'POST', 'ldap/config', ouConfig(facts, ou));
+      await call(node, 'POST', 'sys/events/webhooks/ops', { url: hook.url, event_types: 'ldap/rotate', secret: SECRET });
+      await call(node, 'POST', 'ldap/static-role/app', { username: 'user0', rotation_period: '1h', disable_automated_rotation: false });
+      // The burst: rotations one after another until the kill; `acknowledged` counts those answered 2xx.
+      let acknowledged = 0;
+      let sent = 0;
+      const victim = node;
+      const burst = (async () => {
+        for (let i = 0; i < 200; i++) {
+          sent++;
+          const r = await victim.request('POST', 'ldap/rotate-role/app').catch(() => undefined);
+          if (!r) return;
+          if (r.status < 300) acknowledged++;
+        }
+      })();
+      await until(() => acknowledged >= 8, 'a few rotations', 30_000);
+      await node.kill();
+      await burst;
+      node = await startNode(storage, key, env);
+      // Everything the log holds, read from the start by a subscriber.
+      const log = await subscriber(node.url, sockets)('ldap/rotate', 'root', { after: '0' });
+      await new Promise((r) => setTimeout(r, 1000));
+      const events = log.events;
+      expect(events.length).toBeGreaterThanOrEqual(acknowledged);
+      expect(events.length).toBeLessThanOrEqual(sent);
+      expect(events.map((e) => e.sequence)).toEqual([...events.map((e) => e.sequence)].sort((a, b) => a - b));
+      // Every acknowledged rotation has its event (at least as many), and no event without a rotation request (at most
+      // as many as were sent); the password stored last is the directory's.
+      const stored = await call(node, 'GET', 'ldap/static-cred/app');
+      expect(await canBind(facts.url, ou.users[0]!.dn, stored.data.password)).toBe(true);
+      const ids = () => new Set(hook.requests.map((r) => JSON.parse(r.body).id as string));
+      await until(() => events.every((e) => ids().has(e.id)), 'every logged rotation at the webhook', 30_000);
+      for (const r of hook.requests) expect(verified(r.signature, r.body)).toBe(true);
+    } finally {
+      for (const ws of sockets) ws.terminate();
+      await node?.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
