@@ -1,5 +1,5 @@
-// Events on a 2-node PostgreSQL cluster (docs/events.md): every event type the LDAP engine and the lease manager
-// produce on one node reaches a WebSocket subscriber on the other, with its documented metadata, from the store.
+// Every event type the LDAP engine and the lease manager produce (docs/events.md), with its documented metadata: on
+// SQLite (one node), and on a 2-node PostgreSQL cluster where the subscriber is on the other node, reading the store.
 import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import type WebSocket from 'ws';
@@ -34,11 +34,20 @@ async function twoNodes(): Promise<[TestServer, TestServer]> {
   return [first, await start()];
 }
 
-describe('events across a 2-node PostgreSQL cluster', () => {
-  it('"each event type fires with its documented metadata, and a subscriber on the other node receives it"', async () => {
+async function oneSqliteNode(): Promise<[TestServer, TestServer]> {
+  const s = await startTestServer({ storage: 'sqlite', listen: true });
+  closers.push(() => s.close());
+  return [s, s];
+}
+
+describe.each([
+  ['SQLite, one node', oneSqliteNode],
+  ['PostgreSQL, two nodes: produced on one, subscribed on the other', twoNodes],
+])('every event type (%s)', (_name, nodes) => {
+  it('"each event type fires with its documented metadata, and the subscriber receives it"', async () => {
     const ou = await createIsolatedOu(facts, { users: 3, serviceAccounts: 2 });
     closers.push(() => ou.cleanup());
-    const [one, two] = await twoNodes();
+    const [one, two] = await nodes();
     const sub = await subscriber(two.url, sockets)('*', 'root');
     await configure(one, facts, ou);
     await ok(one, 'POST', 'ldap/static-role/app', { username: 'user0', rotation_period: '1h' });
