@@ -151,6 +151,10 @@ export async function createServer(settings: Settings, logger: Logger, overrides
     defaultLeaseTtl: settings.STRONGROOM_DEFAULT_LEASE_TTL,
     maxLeaseTtl: settings.STRONGROOM_MAX_LEASE_TTL,
     revokeRetry: { baseDelayMs: settings.STRONGROOM_REVOKE_RETRY_BASE * 1000, maxAttempts: settings.STRONGROOM_REVOKE_MAX_ATTEMPTS },
+    events: {
+      feed: { retentionMs: settings.STRONGROOM_EVENTS_RETENTION * 1000, maxRecords: settings.STRONGROOM_EVENTS_MAX_RECORDS },
+      webhooks: { allowHttp: settings.STRONGROOM_EVENTS_WEBHOOK_ALLOW_HTTP, retryBaseMs: settings.STRONGROOM_EVENTS_WEBHOOK_RETRY_BASE * 1000, attempts: settings.STRONGROOM_EVENTS_WEBHOOK_ATTEMPTS },
+    },
     backends: overrides.backends ?? configuredBackends({ libraryMaxWaiters: settings.STRONGROOM_LIBRARY_MAX_WAITERS }),
     builtins: { system: systemBackend({ unauthenticatedMetrics: settings.STRONGROOM_UNAUTHENTICATED_METRICS }), token: tokenBackend, identity: identityBackend({ defaultIssuer: apiAddress(settings) }) },
     defaultMounts,
@@ -169,7 +173,7 @@ export async function createServer(settings: Settings, logger: Logger, overrides
     await storage.close();
     throw err;
   }
-  telemetry?.watch({ leases: core.leases, audit: core.audit, leading: () => core.cluster.leading });
+  telemetry?.watch({ leases: core.leases, audit: core.audit, leading: () => core.cluster.leading, events: { counters: core.events.outbox.counters, logSize: () => core.events.feed.size } });
   const app = buildApp(core, {
     logger,
     maxRequestSize: settings.STRONGROOM_MAX_REQUEST_SIZE,

@@ -46,6 +46,12 @@ export const settingsSchema = z.object({
   STRONGROOM_MAX_LEASE_TTL: duration('STRONGROOM_MAX_LEASE_TTL').prefault('768h'),
   STRONGROOM_REVOKE_RETRY_BASE: duration('STRONGROOM_REVOKE_RETRY_BASE').prefault('10s'),
   STRONGROOM_REVOKE_MAX_ATTEMPTS: z.coerce.number().int().positive().default(6),
+  // The event log (docs/events.md): kept this long, and never more than this many records.
+  STRONGROOM_EVENTS_RETENTION: duration('STRONGROOM_EVENTS_RETENTION').refine((v) => v >= 60 && v <= 30 * 86400, { message: 'STRONGROOM_EVENTS_RETENTION must be between 1m and 30d' }).default(24 * 3600),
+  STRONGROOM_EVENTS_MAX_RECORDS: z.coerce.number().int().min(1000).max(100_000_000).default(1_000_000),
+  STRONGROOM_EVENTS_WEBHOOK_ALLOW_HTTP: bool.default(false),
+  STRONGROOM_EVENTS_WEBHOOK_RETRY_BASE: duration('STRONGROOM_EVENTS_WEBHOOK_RETRY_BASE').refine((v) => v >= 1 && v <= 3600, { message: 'STRONGROOM_EVENTS_WEBHOOK_RETRY_BASE must be between 1s and 1h' }).default(1),
+  STRONGROOM_EVENTS_WEBHOOK_ATTEMPTS: z.coerce.number().int().min(1).max(20).default(5),
   STRONGROOM_UNAUTHENTICATED_METRICS: bool.default(false),
   STRONGROOM_AUDIT_ALLOW_PREFIX: bool.default(false),
   STRONGROOM_AUDIT_ALLOW_RAW: bool.default(false),

@@ -31,6 +31,7 @@ import type { CoreRequest, CoreResponse, ServedRequest } from './request.ts';
 import { VERSION } from './version.ts';
 import { ResponseWrapper, requestedWrapTtl, wrappedEnvelope } from './wrapping.ts';
 import { pathHelp, wantsHelp } from './path-help.ts';
+import { Events, pluginInfo, type EventsOptions } from './events/events.ts';
 
 /** Engine and auth method factories by type; a type name may exist in both classes ("cloud"). */
 export interface BackendRegistry {
@@ -60,6 +61,8 @@ export interface CoreOptions {
   apiAddress?: string;
   /** The cluster's timings, where a test shortens them. */
   cluster?: Partial<ClusterTimings>;
+  /** The event log's retention and polling, and webhook delivery (docs/events.md). */
+  events?: EventsOptions;
 }
 
 interface Mounted {
@@ -101,6 +104,7 @@ export class Core {
   readonly policies: PolicyStore;
   readonly identity: IdentityStore;
   readonly leases: LeaseManager;
+  readonly events: Events;
   readonly audit: AuditBroker;
   readonly cluster: Cluster;
   readonly wrapping: ResponseWrapper;
@@ -134,6 +138,7 @@ export class Core {
     this.identity = new IdentityStore(sys.sub('identity/'));
     this.wrapping = new ResponseWrapper(this);
     this.audit = new AuditBroker(sys.sub('audit/'), this.logger, this.clock, options.audit ?? { allowPrefix: false, allowRaw: false, dir: undefined }, this.cluster);
+    this.events = new Events(this.barrier, sys, { leading: () => this.cluster.leading, fence: () => this.cluster.fence() }, this.clock, this.logger, options.events);
     this.leases = new LeaseManager({
       view: sys.sub('expire/'),
       clock: this.clock,
@@ -144,6 +149,7 @@ export class Core {
       guards: (lease) => [...(lease.kind === 'secret' && lease.tokenSalted ? [this.tokens.notRevoking(lease.tokenSalted)] : []), this.notDisabling(lease.mountPath)],
       retry: options.revokeRetry,
       events: options.telemetry?.leaseEvents,
+      announce: (type, metadata) => this.events.outbox.prepare(type, metadata),
       cluster: options.storage.shared ? { nodeId: this.cluster.nodeId, alive: (id) => this.cluster.alive(id), fence: () => this.cluster.fence() } : undefined,
     });
   }
@@ -239,6 +245,7 @@ export class Core {
     this.cluster.onChange(() => this.#follow());
     this.cluster.onLeadership((leading) => (leading ? this.#lead() : this.#stepDown()));
     await this.cluster.start();
+    await this.events.start();
     return { rootToken };
   }
 
@@ -270,6 +277,7 @@ export class Core {
   async stop(): Promise<void> {
     // Leader work first (while the store is still open), then what every node runs.
     await this.cluster.stop();
+    this.events.stop();
     this.leases.stop();
     await this.leases.idle();
     for (const m of this.#mounted.values()) await this.#unmount(m);
@@ -498,6 +506,7 @@ export class Core {
         generateIdentityToken: (audience, ttl) => this.identityTokens.generate(this.mounts.get(entry.path) ?? entry, audience, ttl),
         mountOption: (name) => (this.mounts.get(entry.path) ?? entry).config[name as keyof MountEntry['config']] as string | undefined,
         fence: () => this.#fence(),
+        event: (type, metadata) => this.events.outbox.prepare(type, metadata, pluginInfo(entry)),
         leading: () => this.cluster.leading,
         shared: this.cluster.shared,
         nodeAlive: (id) => this.cluster.alive(id),

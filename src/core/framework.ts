@@ -270,6 +270,11 @@ export interface SystemView {
    * this node leads under the term it has now, so a former leader's write lands nowhere (a GuardError or false).
    */
   fence(): PreparedWrite;
+  /**
+   * The event `type` (e.g. `ldap/rotate`) with its metadata, as a write to commit with the change it reports
+   * (`StorageView.transaction`'s `alongside`): the event lands exactly when the change does (docs/events.md).
+   */
+  event(type: string, metadata: Record<string, string>): PreparedWrite;
   /** Whether this node leads now (on a store of its own, always). */
   leading(): boolean;
   /** Whether other nodes may share the store: then nothing can be assumed idle because this node is. */

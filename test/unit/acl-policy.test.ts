@@ -105,13 +105,13 @@ path "secret/+/config" {
     expect(p.paths).toEqual([
       {
         path: 'secret/data/*', capabilities: ['read', 'list'], allowedParameters: new Map(), deniedParameters: new Map(),
-        requiredParameters: [], minWrappingTtl: 0, maxWrappingTtl: 0,
+        requiredParameters: [], minWrappingTtl: 0, maxWrappingTtl: 0, subscribeEventTypes: [],
       },
       {
         path: 'secret/+/config', capabilities: ['create', 'read', 'update', 'delete', 'list'],
         allowedParameters: new Map<string, unknown[]>([['ttl', ['1h', '2h']], ['any', []]]),
         deniedParameters: new Map<string, unknown[]>([['admin', []]]),
-        requiredParameters: ['name'], minWrappingTtl: 60, maxWrappingTtl: 3600,
+        requiredParameters: ['name'], minWrappingTtl: 60, maxWrappingTtl: 3600, subscribeEventTypes: [],
       },
     ]);
   });

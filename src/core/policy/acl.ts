@@ -7,11 +7,12 @@ import { isDeepStrictEqual } from 'node:util';
 import { decodeIfBase64, labelledBlocks, parseHcl, PolicyParseError, toPlain } from './hcl.ts';
 import type { HclBlock, HclItem, HclNode, HclObject } from './hcl.ts';
 import { DurationError, parseDurationSecond } from '../durations.ts';
+import { globMatches } from '../events/glob.ts';
 
 export { PolicyParseError } from './hcl.ts';
 
 export type Operation = 'read' | 'list' | 'create' | 'update' | 'delete' | 'patch';
-export type Capability = 'create' | 'read' | 'update' | 'patch' | 'delete' | 'list' | 'sudo' | 'deny';
+export type Capability = 'create' | 'read' | 'update' | 'patch' | 'delete' | 'list' | 'sudo' | 'deny' | 'subscribe';
 
 export interface PathRule {
   /** As written minus a leading "/"; `*` and `+` kept; may still hold `{{identity...}}` templates. */
@@ -24,6 +25,8 @@ export interface PathRule {
   /** Seconds; 0 means unset. */
   minWrappingTtl: number;
   maxWrappingTtl: number;
+  /** Event type globs the `subscribe` capability covers on this path (docs/events.md); none means no event. */
+  subscribeEventTypes: string[];
 }
 
 export interface AclPolicy {
@@ -70,7 +73,7 @@ export interface TemplateEntity {
 }
 
 const BITS: Record<Capability, number> = {
-  deny: 1, create: 2, read: 4, update: 8, delete: 16, list: 32, sudo: 64, patch: 128,
+  deny: 1, create: 2, read: 4, update: 8, delete: 16, list: 32, sudo: 64, patch: 128, subscribe: 256,
 };
 const CAPABILITIES = Object.keys(BITS) as Capability[];
 
@@ -83,10 +86,10 @@ const LEGACY_POLICIES: Record<string, Capability[]> = {
 
 const PATH_KEYS = new Set([
   'comment', 'policy', 'capabilities', 'allowed_parameters', 'denied_parameters', 'required_parameters',
-  'min_wrapping_ttl', 'max_wrapping_ttl',
+  'min_wrapping_ttl', 'max_wrapping_ttl', 'subscribe_event_types',
 ]);
-// Accepting these silently would let an author believe MFA, control groups or event ACLs are enforced.
-const UNSUPPORTED_PATH_KEYS = new Set(['mfa_methods', 'control_group', 'subscribe_event_types']);
+// Accepting these silently would let an author believe MFA or control groups are enforced.
+const UNSUPPORTED_PATH_KEYS = new Set(['mfa_methods', 'control_group']);
 
 export function parseAclPolicy(name: string, text: string): AclPolicy {
   const raw = decodeIfBase64(text);
@@ -172,6 +175,7 @@ function parsePathBlock(block: HclBlock): PathRule {
     requiredParameters: stringList(fields.get('required_parameters'), fail).map((p) => p.toLowerCase()),
     minWrappingTtl,
     maxWrappingTtl,
+    subscribeEventTypes: stringList(fields.get('subscribe_event_types'), fail),
   };
 }
 
@@ -224,6 +228,7 @@ interface Permissions {
   required: string[];
   minWrap: number;
   maxWrap: number;
+  eventTypes: string[];
 }
 
 interface Candidate {
@@ -287,6 +292,7 @@ export class Acl {
       required: [...rule.requiredParameters],
       minWrap: rule.minWrappingTtl,
       maxWrap: rule.maxWrappingTtl,
+      eventTypes: [...rule.subscribeEventTypes],
     };
     const existing = table.get(key);
     if (existing) mergeInto(existing, incoming);
@@ -308,6 +314,17 @@ export class Acl {
       wrappingAllowed(perms, opts.wrapTtl) &&
       (!PARAMETER_CHECKED.has(operation) || parametersAllowed(perms, data, opts.parameters));
     return { allowed, sudo };
+  }
+
+  /**
+   * Whether an event of `eventType` about `path` may be delivered: the rule matching the path grants `subscribe`
+   * and one of its `subscribe_event_types` globs matches the type (docs/events.md).
+   */
+  allowSubscribe(path: string, eventType: string): boolean {
+    if (this.isRoot) return true;
+    const perms = this.#match(path, false);
+    if (!perms || (perms.bits & BITS.deny) !== 0 || (perms.bits & BITS.subscribe) === 0) return false;
+    return perms.eventTypes.some((pattern) => globMatches(pattern, eventType));
   }
 
   /** What sys/capabilities-self reports: matched with list semantics, sorted. */
@@ -384,6 +401,7 @@ function mergeInto(existing: Permissions, incoming: Permissions): void {
   mergeParameters(existing.allowed, incoming.allowed);
   mergeParameters(existing.denied, incoming.denied);
   for (const r of incoming.required) if (!existing.required.includes(r)) existing.required.push(r);
+  for (const t of incoming.eventTypes) if (!existing.eventTypes.includes(t)) existing.eventTypes.push(t);
 }
 
 /** Value lists concatenate, except that an empty list (any value) absorbs the other side. */

@@ -120,7 +120,7 @@ export async function checkInAccount(engine: Engine, name: string, accept: (acco
       // The borrower's lease ends in the same transaction, so no lease outlives its loan.
       commitAlongside: async () => {
         const end = await engine.ctx.system.leaseEnd(account.borrower.lease_id);
-        return end ? [end] : [];
+        return [...(end ? [end] : []), engine.ctx.system.event('ldap/library-check-in', { modified: 'true', operation: 'update', path: `library/${account.borrower.set}/check-in`, name: account.borrower.set, service_account: name })];
       },
       recorded: () => recordedAccountPassword(engine.storage, name),
     }).finally(() => queue?.handed(account.borrower.set, heir, freed && { name, snapshot: freed }));

@@ -96,20 +96,20 @@ export function putStaticRoleOp(role: StaticRole): StorageOp {
 }
 
 /** Writes the role over exactly `expected` (undefined: where there is none); false when it changed meanwhile. */
-export async function writeStaticRole(storage: StorageView, role: StaticRole, expected: Buffer | undefined): Promise<boolean> {
-  return storage.transaction([putStaticRoleOp(role)], [{ key: staticRoleKey(role.name), expected }]);
+export async function writeStaticRole(storage: StorageView, role: StaticRole, expected: Buffer | undefined, alongside: PreparedWrite[] = []): Promise<boolean> {
+  return storage.transaction([putStaticRoleOp(role)], [{ key: staticRoleKey(role.name), expected }], alongside);
 }
 
 /**
  * Applies `edit` to the role as stored, by compare-and-set: another node may record a rotation at any moment, and a
  * write built on the role read before it would put the previous password back. Undefined when there is no role.
  */
-async function editStaticRole(storage: StorageView, name: string, edit: (role: StaticRole) => StaticRole): Promise<StaticRole | undefined> {
+async function editStaticRole(storage: StorageView, name: string, edit: (role: StaticRole) => StaticRole, alongside: (role: StaticRole) => PreparedWrite[] = () => []): Promise<StaticRole | undefined> {
   for (let attempt = 0; attempt < 8; attempt++) {
     const current = await readStaticRoleSnapshot(storage, name);
     if (!current) return undefined;
     const next = edit(current.role);
-    if (await writeStaticRole(storage, next, current.raw)) return next;
+    if (await writeStaticRole(storage, next, current.raw, alongside(next))) return next;
   }
   throw new ConflictError(`the static role "${name}" kept changing while it was being updated; try again`);
 }
@@ -236,6 +236,7 @@ export async function rotateStaticRole(engine: LdapEngine, name: string, { sched
         },
         // Recorded over the role as read: an update or another rotation meanwhile fails this record (the WAL keeps the password).
         commitConditions: [{ key: staticRoleKey(name), expected: snapshot.raw }],
+        commitAlongside: async () => [engine.ctx.system.event('ldap/rotate', { modified: 'true', operation: scheduled ? 'periodic' : 'update', path: `rotate-role/${name}`, name })],
         fence: scheduled ? engine.ctx.system.fence() : fence,
         recorded: () => recordedPassword(engine.storage, name, id),
       });
@@ -331,13 +332,23 @@ function failedRecord(engine: LdapEngine, role: StaticRole, err: unknown, now: n
   };
 }
 
+/** Vault's `ldap/static-role-create|update|delete`. */
+function staticRoleEvent(engine: LdapEngine, operation: 'create' | 'update' | 'delete', name: string): PreparedWrite {
+  return engine.ctx.system.event(`ldap/static-role-${operation}`, { modified: 'true', operation, path: `static-role/${name}`, name });
+}
+
+/** The `ldap/rotate-fail` event of a failed attempt: its error is the one the role records, written for clients. */
+function rotateFailEvent(engine: LdapEngine, role: StaticRole): PreparedWrite {
+  return engine.ctx.system.event('ldap/rotate-fail', { modified: 'false', operation: 'update', path: `rotate-role/${role.name}`, name: role.name, error: role.last_error, attempts: String(role.failed_attempts) });
+}
+
 /** Records a failed attempt on the role (as stored now; `read` if storage fails too) and plans its retry. */
 async function recordFailure(engine: LdapEngine, read: StaticRole, err: unknown, attempt: FailedAttempt): Promise<void> {
   engine.ctx.metrics.counter(LDAP_STATIC_ROTATIONS).inc({ result: 'failure' });
   const now = engine.clock.now();
   let failed = failedRecord(engine, read, err, now, attempt);
   try {
-    const stored = await editStaticRole(engine.storage, read.name, (role) => failedRecord(engine, role, err, now, attempt));
+    const stored = await editStaticRole(engine.storage, read.name, (role) => failedRecord(engine, role, err, now, attempt), (role) => [rotateFailEvent(engine, role)]);
     // A role deleted meanwhile stops here: nothing retries it.
     if (!stored) return engine.scheduler.unschedule(read.name);
     failed = stored;
@@ -442,7 +453,7 @@ async function createRole(engine: LdapEngine, name: string, req: RoleRequest): P
   await claimAccounts(engine.accounts, owner(name), role);
   if (skip) {
     try {
-      if (!(await writeStaticRole(engine.storage, role, undefined))) throw new ConflictError(`the static role "${name}" was created at the same time by another request; read it`);
+      if (!(await writeStaticRole(engine.storage, role, undefined, [staticRoleEvent(engine, 'create', name)]))) throw new ConflictError(`the static role "${name}" was created at the same time by another request; read it`);
     } catch (err) {
       await engine.accounts.release(owner(name), identities(role));
       throw err;
@@ -461,6 +472,7 @@ async function createRole(engine: LdapEngine, name: string, req: RoleRequest): P
       // The role is stored with the WAL, so a crash from here on leaves both and start-up finishes the import.
       prepare: [putStaticRoleOp(role)],
       intent: dual.dual_account_mode ? encodeIntent({ kind: 'import', account: 'a' }) : undefined,
+      commitAlongside: async () => [staticRoleEvent(engine, 'create', name)],
       commit: (password) => {
         applied = true;
         return [putStaticRoleOp(rotatedRecord(role, password, engine.clock.now())), clearDriftOp(staticRoleTarget(name))];
@@ -508,7 +520,7 @@ async function updateRole(engine: LdapEngine, role: StaticRole, req: RoleRequest
       next.next_rotation = next.due_at = firstDue(next, now);
     }
     return next;
-  });
+  }, () => [staticRoleEvent(engine, 'update', role.name)]);
   if (updated) reschedule(engine, updated);
 }
 
@@ -521,7 +533,7 @@ async function deleteRole(engine: LdapEngine, name: string): Promise<void> {
     await engine.storage.transaction([
       { type: 'delete', key: staticRoleKey(name) }, { type: 'delete', key: walKey(staticRoleTarget(name)) },
       ...managedAccounts(role).map((id) => clearDriftOp(accountTarget(staticRoleTarget(name), id))),
-    ]);
+    ], [], [staticRoleEvent(engine, 'delete', name)]);
     await engine.accounts.release(owner(name), identities(role));
   });
 }
