@@ -79,7 +79,7 @@ function Shell({ info, onSignOut }: { info: TokenInfo; onSignOut: (revoke: boole
       <button onClick=${() => onSignOut(revoke)}>Sign out</button>
     </header>
     <nav aria-label="Screens"><ul>
-      ${shown.map((s) => html`<li><button aria-current=${s.id === current.id ? 'page' : undefined} onClick=${() => setScreen(s.id)}>${s.title}</button></li>`)}
+      ${shown.map((s) => html`<li key=${s.id}><button aria-current=${s.id === current.id ? 'page' : undefined} onClick=${() => setScreen(s.id)}>${s.title}</button></li>`)}
     </ul></nav>
     <main id="main" tabindex="-1">
       <h1>${current.title}</h1>

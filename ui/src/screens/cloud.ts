@@ -37,8 +37,8 @@ export function Cloud({ mounts }: { mounts: Mounts }) {
     </section>
     <section aria-labelledby="cloud-roles"><h2 id="cloud-roles">Roles</h2>
       ${d.roles.length === 0 && html`<p class="muted">No roles.</p>`}
-      ${d.roles.map(({ name, role }) => html`<details data-role=${name}><summary>${name}
-        ${allows(d.caps[`${mount}creds/${name}`], 'read') && html` <button onClick=${(e: Event) => { e.preventDefault(); void get(name); }}>Get credentials</button>`}</summary>
-        <${Fields} data=${role} /></details>`)}
+      ${d.roles.map(({ name, role }) => html`<div class="set" data-role=${name}><h3>${name}</h3>
+        ${allows(d.caps[`${mount}creds/${name}`], 'read') && html`<button onClick=${() => get(name)}>Get credentials</button>`}
+        <details><summary>Settings of ${name}</summary><${Fields} data=${role} /></details></div>`)}
     </section>`}`;
 }
