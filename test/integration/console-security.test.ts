@@ -142,8 +142,18 @@ describe('API strings are text', () => {
   }, 60_000);
 });
 
+describe('Trusted Types', () => {
+  it('an innerHTML write of a string is refused and reported as a CSP violation (the watcher every test relies on)', async () => {
+    const page = (await open()).page;
+    const thrown = await page.evaluate<string>("try { document.body.innerHTML = '<b>x</b>'; 'written' } catch (e) { e.name }");
+    expect(thrown).toBe('TypeError');
+    await expect.poll(() => w!.incidents.some((i) => i.includes('CSP violation: require-trusted-types-for'))).toBe(true);
+    w!.incidents.length = 0;
+  }, 60_000);
+});
+
 describe('the token in the page', () => {
-  const stored = (page: WatchedPage['page']) => page.evaluate(() => JSON.stringify({ local: { ...localStorage }, session: { ...sessionStorage }, url: location.href, cookie: document.cookie }));
+  const stored = (page: WatchedPage['page']) => page.evaluate<string>('JSON.stringify({ local: { ...localStorage }, session: { ...sessionStorage }, url: location.href, cookie: document.cookie })');
 
   it('without "remember" it is in no storage, cookie or URL, and a reload signs out', async () => {
     const { page } = await open();
@@ -200,7 +210,7 @@ describe('keyboard', () => {
     await signIn(page, 'root');
     await page.getByRole('navigation').getByRole('button', { name: 'LDAP static roles' }).waitFor();
     await page.getByRole('navigation').getByRole('button', { name: 'Overview' }).focus();
-    for (let i = 0; i < 10 && (await page.evaluate(() => document.activeElement?.textContent)) !== 'Library sets'; i++) await page.keyboard.press('Tab');
+    for (let i = 0; i < 10 && (await page.evaluate<string | undefined>('document.activeElement?.textContent')) !== 'Library sets'; i++) await page.keyboard.press('Tab');
     await page.keyboard.press('Enter');
     await page.getByRole('heading', { level: 1, name: 'Library sets' }).waitFor();
   }, 60_000);

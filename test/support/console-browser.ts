@@ -24,8 +24,8 @@ export async function openConsole(browser: Browser, baseUrl: string): Promise<Wa
   const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
   const incidents: string[] = [];
   // Runs before the page's own scripts (injected by the browser, so the CSP does not apply to it).
-  await context.addInitScript(() => {
-    document.addEventListener('securitypolicyviolation', (e) => console.error(`CSP violation: ${e.violatedDirective} ${e.blockedURI}`));
+  await context.addInitScript({
+    content: "document.addEventListener('securitypolicyviolation', (e) => console.error('CSP violation: ' + e.violatedDirective + ' ' + e.blockedURI));",
   });
   const page = await context.newPage();
   page.on('dialog', (d) => {
