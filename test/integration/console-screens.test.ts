@@ -188,6 +188,7 @@ describe('LDAP dynamic roles and leases', () => {
     expect(await onetime.textContent()).toContain('will not be shown again');
     expect(await onetime.getByTestId('secret').textContent()).toBe('••••••••••••');
     expect((await leases()).length).toBe(before + 1);
+    await expect.poll(() => page.getByTestId('live').textContent()).toBe(String(before + 1));
   }, 60_000);
 
   it('Leases: browse by prefix, revoke one (confirmed), then revoke the prefix after typing it back', async () => {
