@@ -111,7 +111,8 @@ async function buildApp(): Promise<void> {
   const depsWorkdir = only(depsStage, 'WORKDIR');
   for (const c of copies(image)) {
     for (const src of c.sources) {
-      const from = c.from ? join(depsDir, src.replace(depsWorkdir, '')) : src;
+      // The ui stage runs ui/build.ts, which npm ci's prepare script already ran here: its output is ui/dist.
+      const from = c.from === 'ui' ? src.replace(`${only(imageStages.find((st) => st.name === 'ui')!, 'WORKDIR')}/`, '') : c.from ? join(depsDir, src.replace(depsWorkdir, '')) : src;
       cpSync(from, join(app, c.dest.endsWith('/') ? join(c.dest, basename(src)) : c.dest), { recursive: true });
     }
   }
@@ -186,6 +187,8 @@ describe('the Strongroom image (Dockerfile)', () => {
     try {
       expect(await healthy(image, '8200', port, running), running.output()).toBe(true);
       expect(running.output()).toMatch(/Root token \(shown once/);
+      // The ui stage's build is in the image: the console is served (docs/console.md).
+      expect((await fetch(`http://127.0.0.1:${port}/ui/`)).status).toBe(200);
       if (isolated) expect(readFileSync(`/proc/${running.pid}/status`, 'utf8')).toMatch(/^NSpid:\s+\d+\s+1$/m);
     } finally {
       expect(await stop(image, running), running.output()).toBe(0);
