@@ -231,6 +231,17 @@ describe('Cloud', () => {
     expect(await onetime.textContent()).toContain('will not be shown again');
     expect((await api('LIST', 'sys/leases/lookup/cloud/creds/reader/')).body.data.keys.length).toBe(1);
   }, 60_000);
+
+  it('Rotate root (confirmed) replaces the engine\'s client secret: its expiry appears in the API and on the screen', async () => {
+    expect((await api('GET', 'cloud/config')).body.data.root_password_expiration_date).toBeUndefined();
+    const { page } = await open('Cloud');
+    await page.getByRole('button', { name: 'Rotate root' }).click();
+    await page.getByRole('button', { name: 'Confirm rotate root' }).click();
+    await expect.poll(() => page.getByTestId('outcome').textContent(), { timeout: 45_000 }).toBe('Rotated the engine\'s client secret.');
+    const expiry = (await api('GET', 'cloud/config')).body.data.root_password_expiration_date;
+    expect(expiry).toBeTruthy();
+    await expect.poll(() => page.getByTestId('cloud-config').textContent()).toContain(expiry);
+  }, 90_000);
 });
 
 describe('Audit devices and Activity', () => {
