@@ -107,6 +107,26 @@ describe('LDAP static roles', () => {
     expect(await page.locator('tr[data-role]').count()).toBe(2);
   }, 60_000);
 
+  it('Edit changes the rotation from a period to a schedule and back, and turns automation off (checked through the API)', async () => {
+    await ok(full.server, 'POST', 'ldap/static-role/edited', { username: 'user2', rotation_period: '1h' });
+    const { page } = await open('LDAP static roles');
+    const row = page.locator('tr[data-role="edited"]');
+    const edit = async (mode: string, value: string, off: boolean) => {
+      await row.getByRole('button', { name: 'Edit' }).click();
+      const form = row.getByRole('form', { name: 'Edit rotation' });
+      await form.getByLabel('Rotate by').selectOption(mode);
+      await form.getByLabel('Value').fill(value);
+      await form.getByLabel('automation off').setChecked(off);
+      await form.getByRole('button', { name: 'Save' }).click();
+      await expect.poll(() => page.getByTestId('outcome').textContent()).toBe('Updated edited.');
+      return (await api('GET', 'ldap/static-role/edited')).body.data;
+    };
+    expect(await edit('schedule', '0 4 * * 1', false)).toMatchObject({ rotation_schedule: '0 4 * * 1' });
+    expect(await edit('period', '2h', true)).toMatchObject({ rotation_period: 7200, rotation_schedule: '', disable_automated_rotation: true });
+    await expect.poll(() => row.textContent()).toContain('automation off');
+    await ok(full.server, 'DELETE', 'ldap/static-role/edited');
+  }, 60_000);
+
   it('Delete asks first, then deletes the role (checked through the API)', async () => {
     await ok(full.server, 'POST', 'ldap/static-role/doomed', { username: 'user2', rotation_period: '1h' });
     const { page } = await open('LDAP static roles');

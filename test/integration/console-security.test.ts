@@ -92,7 +92,7 @@ describe('GET /ui/*', () => {
 });
 
 describe('capabilities decide the buttons', () => {
-  it('a token allowed to read roles and one password sees only Reveal on that role, and no Cloud screen', async () => {
+  it('a token allowed to read roles and one password sees only Reveal on that role (no Rotate, Edit, Delete), and no Cloud screen', async () => {
     const { token } = await tokenWith('viewer', `
       path "ldap/static-role" { capabilities = ["list"] }
       path "ldap/static-role/*" { capabilities = ["read", "list"] }
@@ -103,6 +103,7 @@ describe('capabilities decide the buttons', () => {
     expect(await page.getByRole('navigation').getByRole('button', { name: 'Cloud' }).count()).toBe(0);
     expect(await page.getByRole('button', { name: 'Rotate now' }).count()).toBe(0);
     expect(await page.getByRole('button', { name: 'Delete' }).count()).toBe(0);
+    expect(await page.getByRole('button', { name: 'Edit' }).count()).toBe(0);
     expect(await page.locator('tr[data-role="app"]').getByRole('button', { name: 'Reveal' }).count()).toBe(1);
     expect(await page.locator('tr[data-role="other"]').getByRole('button', { name: 'Reveal' }).count()).toBe(0);
     expect(await seriousViolations(page)).toEqual([]);

@@ -1,4 +1,4 @@
-// LDAP static roles: schedule, last and next rotation and their health, with Rotate now, Reveal and Delete.
+// LDAP static roles: schedule, last and next rotation and their health, with Rotate now, Reveal, Edit and Delete.
 import { useState } from 'preact/hooks';
 import { html } from '../html.ts';
 import { api, list } from '../session.ts';
@@ -26,11 +26,33 @@ function badges({ role, failure }: Row) {
   return out;
 }
 
+/** Edit a role's rotation: a period or a cron schedule (the other is cleared), and whether automation is off. */
+function EditRotation({ role, onSave, onCancel }: { role: Record<string, any>; onSave: (body: Record<string, unknown>) => void; onCancel: () => void }) {
+  const [mode, setMode] = useState<'period' | 'schedule'>(role.rotation_schedule ? 'schedule' : 'period');
+  const [value, setValue] = useState(String(role.rotation_schedule || role.rotation_period || ''));
+  const [off, setOff] = useState(!!role.disable_automated_rotation);
+  const save = (e: Event) => {
+    e.preventDefault();
+    onSave({
+      ...(mode === 'period' ? { rotation_period: value.trim(), rotation_schedule: '' } : { rotation_schedule: value.trim(), rotation_period: 0 }),
+      disable_automated_rotation: off,
+    });
+  };
+  return html`<form class="confirm" onSubmit=${save} aria-label="Edit rotation">
+    <label>Rotate by <select value=${mode} onChange=${(e: Event) => setMode((e.target as HTMLSelectElement).value as 'period' | 'schedule')}>
+      <option value="period">period (e.g. 24h)</option><option value="schedule">cron schedule (UTC)</option></select></label>
+    <label>Value <input value=${value} required onInput=${(e: Event) => setValue((e.target as HTMLInputElement).value)} /></label>
+    <label class="inline"><input type="checkbox" checked=${off} onChange=${(e: Event) => setOff((e.target as HTMLInputElement).checked)} /> automation off</label>
+    <button type="submit">Save</button><button type="button" onClick=${onCancel}>Cancel</button>
+  </form>`;
+}
+
 const schedule = (role: Record<string, any>) => (role.rotation_schedule ? `schedule ${role.rotation_schedule}` : role.rotation_period ? `every ${role.rotation_period}s` : '—');
 
 export function StaticRoles({ mounts }: { mounts: Mounts }) {
   const [mount, setMount] = useState(mounts.ldap[0]);
   const [filter, setFilter] = useState<'all' | 'failing' | 'drifted'>('all');
+  const [editing, setEditing] = useState<string | undefined>();
   const [revealed, setRevealed] = useState<{ name: string; username: string; password: string } | undefined>();
   const rows = useLoad(() => loadRoles(mount), [mount]);
   const { view, run } = useOutcome();
@@ -58,6 +80,10 @@ export function StaticRoles({ mounts }: { mounts: Mounts }) {
       <td class="actions">
         ${allows(r.caps[`${mount}rotate-role/${r.name}`], 'update', 'create') && html`<button onClick=${() => act(() => api('POST', `${mount}rotate-role/${r.name}`, {}), `Rotated ${r.name}.`)}>Rotate now</button>`}
         ${allows(r.caps[`${mount}static-cred/${r.name}`], 'read') && html`<button onClick=${() => run(() => api('GET', `${mount}static-cred/${r.name}`), (c: any) => { setRevealed({ name: r.name, username: c.data.username, password: c.data.password }); return `Read the password of ${r.name}.`; })}>Reveal</button>`}
+        ${allows(r.caps[`${mount}static-role/${r.name}`], 'update') && (editing === r.name
+          ? html`<${EditRotation} role=${r.role} onCancel=${() => setEditing(undefined)}
+              onSave=${(body: Record<string, unknown>) => { setEditing(undefined); void act(() => api('POST', `${mount}static-role/${r.name}`, body), `Updated ${r.name}.`); }} />`
+          : html`<button onClick=${() => setEditing(r.name)}>Edit</button>`)}
         ${allows(r.caps[`${mount}static-role/${r.name}`], 'delete') && html`<${Confirm} label="Delete" question=${`Delete static role ${r.name}? The account keeps its current password.`} onConfirm=${() => act(() => api('DELETE', `${mount}static-role/${r.name}`), `Deleted ${r.name}.`)} />`}
       </td></tr>`)}
     </tbody></table>
