@@ -1,6 +1,6 @@
 // Drives the operator console (/ui/) in Debian's headless Chromium through playwright-core, and watches every page
 // for what must never happen there: a dialog (an injected script ran), a CSP violation or a console error.
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import AxeBuilder from '@axe-core/playwright';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { expect } from 'vitest';
@@ -65,7 +65,14 @@ export async function seriousViolations(page: Page): Promise<string[]> {
   return result.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => `${v.id}: ${v.help} (${v.nodes.map((n) => n.target.join(' ')).join(', ')})`);
 }
 
+/**
+ * A full-page screenshot; written to docs/screenshots/<name>.png (the README's) only with
+ * STRONGROOM_UPDATE_SCREENSHOTS=1, so an ordinary test run leaves the checkout unchanged.
+ */
 export async function screenshot(page: Page, name: string): Promise<void> {
+  const png = await page.screenshot({ fullPage: true });
+  expect(png.subarray(1, 4).toString()).toBe('PNG');
+  if (process.env.STRONGROOM_UPDATE_SCREENSHOTS !== '1') return;
   mkdirSync(SCREENSHOTS, { recursive: true });
-  await page.screenshot({ path: new URL(`${name}.png`, SCREENSHOTS).pathname, fullPage: true });
+  writeFileSync(new URL(`${name}.png`, SCREENSHOTS), png);
 }
