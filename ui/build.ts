@@ -4,7 +4,16 @@
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { basename } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { build } from 'esbuild';
+
+// esbuild is a development dependency: a production install (`npm ci --omit=dev`) runs this script without it, and
+// must not fail for it. The server then answers /ui/ with a 503 saying how to build the console.
+let build: typeof import('esbuild').build;
+try {
+  ({ build } = await import('esbuild'));
+} catch {
+  process.stderr.write('ui/build.ts: esbuild is not installed (a production install?): the console is not built\n');
+  process.exit(0);
+}
 
 const root = fileURLToPath(new URL('.', import.meta.url));
 const outdir = `${root}dist`;
