@@ -86,11 +86,16 @@ describe('LDAP static roles', () => {
     expect(await canBind(facts.url, ou.users[0].dn, after.password)).toBe(true);
   }, 60_000);
 
-  it('Reveal shows the password masked until Reveal is pressed, and it is the API\'s', async () => {
-    const { page } = await open('LDAP static roles');
+  it('Reveal shows the password masked; Copy puts it on the clipboard still masked; Reveal shows the API\'s', async () => {
+    const { page, context } = await open('LDAP static roles');
+    await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: full.server.url });
     await page.locator('tr[data-role="app"]').getByRole('button', { name: 'Reveal' }).click();
     const secret = page.getByTestId('secret');
     expect(await secret.textContent()).toBe('••••••••••••');
+    await page.getByRole('button', { name: 'Copy' }).click();
+    await page.getByRole('button', { name: 'Copied' }).waitFor();
+    expect(await secret.textContent()).toBe('••••••••••••');
+    expect(await page.evaluate<string>('navigator.clipboard.readText()')).toBe((await api('GET', 'ldap/static-cred/app')).body.data.password);
     await page.getByRole('button', { name: 'Reveal', pressed: false }).first().click();
     const { password } = (await api('GET', 'ldap/static-cred/app')).body.data;
     expect(await secret.textContent()).toBe(password);
