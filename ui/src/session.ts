@@ -5,6 +5,7 @@
 const REMEMBER_KEY = 'strongroom.console.token';
 export const IDLE_MS = 15 * 60 * 1000;
 const CHECK_MS = 5_000;
+const RENEW_RETRY_MS = 60_000;
 
 let token: string | undefined;
 let lastUse = Date.now();
@@ -75,7 +76,9 @@ async function tick(): Promise<void> {
     const r = await api('POST', 'auth/token/renew-self', {});
     scheduleRenewal(r?.auth?.lease_duration ?? 0, r?.auth?.renewable ?? false);
   } catch (err) {
-    if (err instanceof ApiError && err.status === 403) end('The token expired or was revoked.');
+    if (err instanceof ApiError && err.status === 403) return end('The token expired or was revoked.');
+    // Unreachable or refused for another reason: try again in a minute, well before the TTL's second half ends.
+    renewDueAt = Date.now() + RENEW_RETRY_MS;
   }
 }
 
