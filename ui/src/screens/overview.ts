@@ -5,12 +5,14 @@ import type { Mounts } from '../main.ts';
 import { Badge, Status, useLoad } from '../widgets.ts';
 
 async function loadNode() {
-  // standbyok: a standby answers 200 like the leader, so the page shows its fields instead of an error.
-  const [health, leader] = await Promise.all([
-    api('GET', 'sys/health?standbyok=true&perfstandbyok=true'),
+  // Read without the API client: sys/health answers a sealed or uninitialised node with a 5xx status and the same
+  // JSON body, which is what this screen shows. standbyok: a standby answers 200 like the leader.
+  const health = fetch('/v1/sys/health?standbyok=true&perfstandbyok=true', { cache: 'no-store', credentials: 'omit', referrerPolicy: 'no-referrer' }).then((r) => r.json());
+  const [h, leader] = await Promise.all([
+    health,
     api('GET', 'sys/leader').catch(() => undefined),
   ]);
-  return { health, leader };
+  return { health: h, leader };
 }
 
 export function Overview({ mounts }: { mounts: Mounts }) {
