@@ -17,7 +17,7 @@ let w: WatchedPage | undefined;
 
 beforeAll(async () => {
   s = await startTestServer({ listen: true });
-  ou = await createIsolatedOu(facts, { users: 2, serviceAccounts: 1 });
+  ou = await createIsolatedOu(facts, { users: 3, serviceAccounts: 1 });
   await configure(s, facts, ou);
   await ok(s, 'POST', 'ldap/static-role/app', { username: 'user0', rotation_period: '1h' });
   await ok(s, 'POST', 'ldap/static-role/other', { username: 'user1', rotation_period: '1h' });
@@ -216,5 +216,18 @@ describe('keyboard', () => {
     for (let i = 0; i < 10 && (await page.evaluate<string | undefined>('document.activeElement?.textContent')) !== 'Library sets'; i++) await page.keyboard.press('Tab');
     await page.keyboard.press('Enter');
     await page.getByRole('heading', { level: 1, name: 'Library sets' }).waitFor();
+  }, 60_000);
+
+  it('a confirmation is answered by keyboard: Enter on Delete, Tab to its confirmation, Enter deletes', async () => {
+    await ok(s, 'POST', 'ldap/static-role/bykeys', { username: 'user2', rotation_period: '1h' });
+    const { page } = await open();
+    await signIn(page, 'root');
+    await goTo(page, 'LDAP static roles');
+    await page.locator('tr[data-role="bykeys"]').getByRole('button', { name: 'Delete' }).focus();
+    await page.keyboard.press('Enter');
+    for (let i = 0; i < 5 && (await page.evaluate<string | undefined>('document.activeElement?.textContent')) !== 'Confirm delete'; i++) await page.keyboard.press('Tab');
+    await page.keyboard.press('Enter');
+    await expect.poll(() => page.getByTestId('outcome').textContent()).toBe('Deleted bykeys.');
+    expect((await s.request('GET', 'ldap/static-role/bykeys')).status).toBe(404);
   }, 60_000);
 });
