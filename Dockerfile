@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
 # Strongroom: production image. Node 24 runs the TypeScript sources directly (native type stripping),
-# so there is no build step; the first stage only installs production dependencies.
+# so the server has no build step; the first stage installs production dependencies, the second builds the console.
 # test/container/ builds it with podman and runs it as compose.yaml and examples/ci/ do; docs/container.md explains
 # each choice.
 
@@ -9,6 +9,15 @@ WORKDIR /app
 COPY package.json package-lock.json ./
 # Source maps and type declarations are never read at run time: 37 of the install's 85 MB.
 RUN npm ci --omit=dev --ignore-scripts && npm cache clean --force && find node_modules -type f \( -name '*.map' -o -name '*.d.ts' -o -name '*.d.mts' -o -name '*.d.cts' \) -delete
+
+# The operator console (docs/console.md): bundled by esbuild, a development dependency, so in a stage of its own;
+# only its output, ui/dist, reaches the image.
+FROM node:24-slim AS ui
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --ignore-scripts --no-audit --no-fund
+COPY ui ./ui
+RUN node ui/build.ts
 
 FROM node:24-slim
 ARG VERSION=0.1.0
@@ -32,6 +41,7 @@ RUN rm -rf /usr/local/lib/node_modules /usr/local/bin/npm /usr/local/bin/npx /us
 COPY --from=deps /app/node_modules ./node_modules
 COPY package.json ./
 COPY src ./src
+COPY --from=ui /app/ui/dist ./ui/dist
 # The example bootstrap file, for CI service containers, which start before the repository is checked out.
 COPY examples/bootstrap ./examples/bootstrap
 # The base image's node user, by number so that Kubernetes' runAsNonRoot can verify it.

@@ -4,6 +4,7 @@
  */
 import { benchCloudAuth, benchCloudSecrets } from './cloud.ts';
 import { clusterSections } from './cluster.ts';
+import { benchConsole } from './console.ts';
 import { benchCore, benchLeaseRestart } from './core.ts';
 import { ldapSections } from './ldap.ts';
 import { benchStartup } from './startup.ts';
@@ -21,6 +22,7 @@ const sections: Array<[string, () => Promise<string[]>]> = [
   ['cloud auth', () => benchCloudAuth(seconds)],
   ...ldap.sections,
   ...cluster.sections,
+  ['console', () => benchConsole()],
 ];
 
 try {

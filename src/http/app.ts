@@ -9,6 +9,7 @@ import { cappedBody, storageUnavailable } from './admission.ts';
 import { OUTSIDE_API, parseBody, parseQuery, splitTarget } from './body.ts';
 import { answerListFromRawPacket } from './list-method.ts';
 import { tokenFromHeaders } from './token-header.ts';
+import { registerConsole } from './ui.ts';
 
 export interface AppOptions {
   logger: Logger;
@@ -137,6 +138,7 @@ export function buildApp(core: Core, opts: AppOptions): FastifyInstance {
 
   app.setNotFoundHandler((_req, reply) => fail(reply, 404, [OUTSIDE_API]));
   eventStreams(app, core);
+  registerConsole(app);
 
   app.route({
     method: ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH'],
