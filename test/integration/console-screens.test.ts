@@ -5,6 +5,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vi
 import { canBind, createIsolatedOu, type IsolatedOu } from '../support/slapd.ts';
 import { startFullServer, type FullServer } from '../support/full-server.ts';
 import { configure, ok } from '../support/ldap-engine.ts';
+import { seedApp } from '../support/azure-emulator/seed.ts';
 import { goTo, launchChromium, openConsole, screenshot, seriousViolations, signIn, type WatchedPage } from '../support/console-browser.ts';
 
 const facts = inject('slapd');
@@ -26,7 +27,7 @@ const api = (method: string, path: string, body?: unknown) => full.server.reques
 
 beforeAll(async () => {
   full = await startFullServer({ listen: true });
-  ou = await createIsolatedOu(facts, { users: 3, serviceAccounts: 3 });
+  ou = await createIsolatedOu(facts, { users: 5, serviceAccounts: 3 });
   await configure(full.server, facts, ou);
   await ok(full.server, 'POST', 'ldap/static-role/app', { username: 'user0', rotation_period: '1h' });
   await ok(full.server, 'POST', 'ldap/static-role/batch', { username: 'user1', rotation_schedule: '0 3 * * *' });
@@ -142,6 +143,28 @@ describe('LDAP static roles', () => {
     await expect.poll(() => page.getByTestId('outcome').textContent()).toBe('Deleted doomed.');
     expect((await api('GET', 'ldap/static-role/doomed')).status).toBe(404);
   }, 60_000);
+
+  it('a dual-account role shows both accounts, the active one, and during a grace its end; Rotate now inside the grace says 409 plainly', async () => {
+    await ok(full.server, 'POST', 'ldap/static-role/blue', { username: 'user3', dual_account_mode: true, username_b: 'user4', rotation_period: '1h', grace_period: '10m' });
+    const { page } = await open('LDAP static roles');
+    const row = page.locator('tr[data-role="blue"]');
+    await expect.poll(() => row.textContent()).toContain('dual account: a active');
+    expect(await row.textContent()).toContain('user3 (a, active)');
+    expect(await row.textContent()).toContain('user4 (b)');
+    expect(await seriousViolations(page)).toEqual([]);
+    await row.getByRole('button', { name: 'Rotate now' }).click();
+    await expect.poll(() => page.getByTestId('outcome').textContent()).toBe('Rotated blue.');
+    const role = (await api('GET', 'ldap/static-role/blue')).body.data;
+    expect(role).toMatchObject({ active_account: 'b', state: 'grace_period' });
+    const end = `${role.grace_period_end.slice(0, 19).replace('T', ' ')} UTC`;
+    await expect.poll(() => row.textContent()).toContain(`grace period: b active, ends ${end}`);
+    expect(await row.textContent()).toContain('user4 (b, active)');
+    await row.getByRole('button', { name: 'Rotate now' }).click();
+    await expect.poll(() => page.getByTestId('outcome').textContent()).toContain('Not rotated: the previous rotation\'s grace period is still running');
+    expect(await page.getByTestId('outcome').getAttribute('role')).toBe('alert');
+    expect((await api('GET', 'ldap/static-role/blue')).body.data).toMatchObject({ active_account: 'b', grace_period_end: role.grace_period_end });
+    await ok(full.server, 'DELETE', 'ldap/static-role/blue');
+  }, 60_000);
 });
 
 describe('Library sets', () => {
@@ -181,6 +204,30 @@ describe('Library sets', () => {
     await expect.poll(() => page.getByTestId('outcome').textContent()).toBe(`Checked in ${account} (forced).`);
     await expect.poll(async () => (await status())[account].available, { timeout: 15_000 }).toBe(true);
   }, 60_000);
+
+  it('Check out with a wait queues behind the borrowers (waiters shown by the API) and lends the first account checked in', async () => {
+    const other = await ok(full.server, 'POST', 'auth/token/create', { policies: ['root'] });
+    const as = { token: other.auth.client_token };
+    const held: string[] = [];
+    for (let i = 0; i < 2; i++) held.push((await full.server.request('POST', 'ldap/library/team/check-out', { ...as, body: {} })).body.data.service_account_name);
+    const { page } = await open('Library sets');
+    const set = page.locator('section[data-set="team"]');
+    await expect.poll(() => set.getByTestId('available').textContent()).toBe('0/2');
+    await set.getByLabel('wait up to').fill('30');
+    await set.getByRole('button', { name: 'Check out' }).click();
+    await expect.poll(() => page.getByTestId('waiting').textContent()).toBe('Waiting up to 30s for an account of team…');
+    await expect.poll(async () => (await status()).waiters, { timeout: 15_000 }).toBe(1);
+    await full.server.request('POST', 'ldap/library/team/check-in', { ...as, body: { service_account_names: [held[1]] } });
+    const onetime = page.getByTestId('onetime');
+    await onetime.waitFor({ timeout: 30_000 });
+    expect(await onetime.locator('dd').first().textContent()).toBe(held[1]);
+    expect(await page.getByTestId('outcome').textContent()).toBe(`Checked out ${held[1]} from team.`);
+    expect(await page.getByTestId('waiting').count()).toBe(0);
+    expect((await status()).waiters ?? 0).toBe(0);
+    expect(await seriousViolations(page)).toEqual([]);
+    await ok(full.server, 'POST', 'ldap/library/manage/team/check-in', { service_account_names: held });
+    await expect.poll(async () => { const now = await status(); return held.every((a) => now[a].available); }, { timeout: 15_000 }).toBe(true);
+  }, 90_000);
 });
 
 describe('LDAP config', () => {
@@ -267,6 +314,36 @@ describe('Cloud', () => {
     expect(expiry).toBeTruthy();
     await expect.poll(() => page.getByTestId('cloud-config').textContent()).toContain(expiry);
   }, 90_000);
+
+  it('static roles: the served secret and its expiry, no staged one; Get credentials shown once; Rotate replaces the secret, a second Rotate inside the grace says 409 plainly', async () => {
+    const app = seedApp(full.world.emu.state, { displayName: 'console-static' });
+    await ok(full.server, 'POST', 'cloud/static-roles/payments', { application_object_id: app.objectId, rotation_grace_period: '10m' });
+    const first = (await api('GET', 'cloud/static-roles/payments')).body.data;
+    const { page } = await open('Cloud');
+    const row = page.locator('tr[data-static-role="payments"]');
+    await expect.poll(() => row.textContent()).toContain(first.secret_id);
+    expect(await row.textContent()).toContain(`expires ${first.expiration.slice(0, 19).replace('T', ' ')} UTC`);
+    expect(await row.textContent()).toContain(app.appId);
+    expect(await row.locator('td').nth(2).textContent()).toBe('—');
+    expect(await seriousViolations(page)).toEqual([]);
+    await row.getByRole('button', { name: 'Get credentials' }).click();
+    const onetime = page.getByTestId('onetime');
+    await onetime.waitFor();
+    expect(await onetime.textContent()).toContain('will not be shown again');
+    expect(await onetime.getByTestId('secret').textContent()).toBe('••••••••••••');
+    expect(await onetime.textContent()).toContain(first.secret_id);
+    await row.getByRole('button', { name: 'Rotate' }).click();
+    const outcome = page.getByTestId('static-outcome').getByTestId('outcome');
+    await expect.poll(() => outcome.textContent(), { timeout: 45_000 }).toBe('Rotated payments.');
+    const second = (await api('GET', 'cloud/static-roles/payments')).body.data;
+    expect(second.secret_id).not.toBe(first.secret_id);
+    await expect.poll(() => row.textContent()).toContain(second.secret_id);
+    expect(await row.textContent()).toContain(`manual rotation grace until ${second.manual_rotation_window_ends.slice(0, 19).replace('T', ' ')} UTC`);
+    await row.getByRole('button', { name: 'Rotate' }).click();
+    await expect.poll(() => outcome.textContent(), { timeout: 45_000 }).toContain('Not rotated: the previous rotation\'s grace period is still running');
+    expect(await outcome.textContent()).toContain(second.manual_rotation_window_ends);
+    expect((await api('GET', 'cloud/static-roles/payments')).body.data.secret_id).toBe(second.secret_id);
+  }, 90_000);
 });
 
 describe('Audit devices and Activity', () => {
@@ -284,5 +361,27 @@ describe('Audit devices and Activity', () => {
     await expect.poll(async () => Number(await page.getByTestId('samples').textContent())).toBeGreaterThan(0);
     expect(await page.locator('.uplot canvas').count()).toBe(3);
     expect(await seriousViolations(page)).toEqual([]);
+  }, 60_000);
+});
+
+describe('Events', () => {
+  it('Events follows the stream live (fetch with X-Vault-Token, no token in the URL): a rotation appears as ldap/rotate', async () => {
+    const { page } = await open('Events');
+    const urls: string[] = [];
+    page.on('request', (r) => urls.push(r.url()));
+    await expect.poll(() => page.getByTestId('stream').textContent(), { timeout: 15_000 }).toContain('Live');
+    await ok(full.server, 'POST', 'ldap/rotate-role/app', {});
+    const row = page.locator('tr[data-type="ldap/rotate"]').first();
+    await expect.poll(() => row.textContent(), { timeout: 15_000 }).toContain('ldap/rotate-role/app');
+    expect(await row.locator('td').last().textContent()).toBe('app');
+    expect(await seriousViolations(page)).toEqual([]);
+    await page.getByLabel('Event type (glob)').fill('lease/*');
+    await page.getByRole('button', { name: 'Follow' }).click();
+    await expect.poll(() => page.getByTestId('stream').textContent(), { timeout: 15_000 }).toContain('lease/*');
+    await ok(full.server, 'GET', 'ldap/creds/dyn');
+    await expect.poll(() => page.locator('tr[data-type="lease/issued"]').count(), { timeout: 15_000 }).toBeGreaterThan(0);
+    expect(await page.locator('tr[data-type="ldap/rotate"]').count()).toBe(0);
+    expect(urls.some((u) => u.includes('sys/events/stream/lease/*'))).toBe(true);
+    expect(urls.join(' ')).not.toContain('root');
   }, 60_000);
 });

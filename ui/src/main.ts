@@ -14,6 +14,7 @@ import { Cloud } from './screens/cloud.ts';
 import { Leases } from './screens/leases.ts';
 import { AuditDevices } from './screens/audit.ts';
 import { Activity } from './screens/activity.ts';
+import { Events } from './screens/events.ts';
 
 export interface Mounts { ldap: string[]; cloud: string[]; all: Record<string, any> }
 
@@ -27,6 +28,7 @@ const SCREENS = [
   { id: 'leases', title: 'Leases', needs: undefined, view: Leases },
   { id: 'audit', title: 'Audit devices', needs: undefined, view: AuditDevices },
   { id: 'activity', title: 'Activity', needs: undefined, view: Activity },
+  { id: 'events', title: 'Events', needs: undefined, view: Events },
 ] as const;
 
 function Login({ onSignedIn, ended, notice }: { onSignedIn: (info: TokenInfo) => void; ended: (why: string) => void; notice?: string }) {

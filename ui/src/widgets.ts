@@ -1,7 +1,7 @@
 // Small shared pieces of the screens: loading state, action buttons with their outcome, confirmation, masked secrets.
 import { useEffect, useState } from 'preact/hooks';
 import { html } from './html.ts';
-import { api } from './session.ts';
+import { ApiError, api } from './session.ts';
 
 export const message = (err: unknown): string => (err instanceof Error ? err.message : String(err));
 
@@ -20,6 +20,19 @@ export function useLoad<T>(load: () => Promise<T>, deps: unknown[]): Loaded<T> {
     };
   }, [...deps, round]);
   return { ...state, reload: () => setRound((r) => r + 1) };
+}
+
+/**
+ * POSTs a rotation. A 409 is a rotation refused because the previous one's grace period still runs (dual-account
+ * LDAP roles, cloud static roles): said plainly, with the API's own words naming when it ends.
+ */
+export async function rotate(path: string): Promise<unknown> {
+  try {
+    return await api('POST', path, {});
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 409) throw new Error(`Not rotated: the previous rotation's grace period is still running and its old credentials may still be in use (409: ${err.errors.join('; ')})`);
+    throw err;
+  }
 }
 
 /** The capabilities of the token on each path, from sys/capabilities-self (one request for all). */

@@ -1,9 +1,10 @@
-// Cloud engine: its config (no client secret), Rotate root, and its roles with Get credentials.
+// Cloud engine: its config (no client secret), Rotate root, its roles with Get credentials, and its static roles.
 import { useState } from 'preact/hooks';
 import { html } from '../html.ts';
 import { api, list } from '../session.ts';
 import type { Mounts } from '../main.ts';
 import { Fields } from '../fields.ts';
+import { CloudStaticRoles } from './cloud-static-roles.ts';
 import { Confirm, MountPicker, OneTime, Status, allows, capabilities, useLoad, useOutcome } from '../widgets.ts';
 
 async function loadCloud(mount: string) {
@@ -40,5 +41,6 @@ export function Cloud({ mounts }: { mounts: Mounts }) {
       ${d.roles.map(({ name, role }) => html`<div class="set" data-role=${name}><h3>${name}</h3>
         ${allows(d.caps[`${mount}creds/${name}`], 'read') && html`<button onClick=${() => get(name)}>Get credentials</button>`}
         <details><summary>Settings of ${name}</summary><${Fields} data=${role} /></details></div>`)}
-    </section>`}`;
+    </section>
+    <${CloudStaticRoles} key=${mount} mount=${mount} />`}`;
 }

@@ -27,13 +27,20 @@ export function Library({ mounts }: { mounts: Mounts }) {
     await run(what, done);
     loaded.reload();
   };
+  const [waits, setWaits] = useState<Record<string, string>>({});
+  const [waiting, setWaiting] = useState<string | undefined>();
   const checkOut = async (name: string) => {
-    const r = await run(() => api('POST', `${mount}library/${name}/check-out`, {}), (r: any) => `Checked out ${r.data.service_account_name} from ${name}.`);
+    // `wait` holds the request until an account is lent to it or the wait ends (docs/ldap-library.md).
+    const wait = Number(waits[name] || 0);
+    setWaiting(wait > 0 ? `Waiting up to ${wait}s for an account of ${name}…` : undefined);
+    const r = await run(() => api('POST', `${mount}library/${name}/check-out`, wait > 0 ? { wait: `${wait}s` } : {}), (r: any) => `Checked out ${r.data.service_account_name} from ${name}.`);
+    setWaiting(undefined);
     if (r) setLent([['account', r.data.service_account_name, false], ['password', r.data.password, true], ['lease', r.lease_id, false], ['lease duration', `${r.lease_duration}s`, false]]);
     loaded.reload();
   };
   return html`<${MountPicker} mounts=${mounts.ldap} value=${mount} onChange=${setMount} />
     ${view}
+    ${waiting && html`<p class="muted" role="status" data-testid="waiting">${waiting}</p>`}
     ${lent && html`<${OneTime} fields=${lent} onClose=${() => setLent(undefined)} />`}
     <${Status} loaded=${loaded} />
     ${loaded.data?.sets.length === 0 && html`<p class="muted">No library sets.</p>`}
@@ -43,7 +50,8 @@ export function Library({ mounts }: { mounts: Mounts }) {
       return html`<section class="set" data-set=${name} aria-labelledby=${`set-${name}`}>
         <h2 id=${`set-${name}`}>${name}</h2>
         <p><strong data-testid="available">${available}/${accounts.length}</strong> available · <span data-testid="waiters">${status.waiters ?? 0}</span> waiting · ttl ${set.ttl}s, max ${set.max_ttl}s
-          ${allows(caps[`${mount}library/${name}/check-out`], 'update', 'create') && html` <button onClick=${() => checkOut(name)}>Check out</button>`}</p>
+          ${allows(caps[`${mount}library/${name}/check-out`], 'update', 'create') && html` <label class="inline">wait up to <input type="number" min="0" max="600" size="4" value=${waits[name] ?? ''}
+            onInput=${(e: Event) => setWaits({ ...waits, [name]: (e.target as HTMLInputElement).value })} /> s</label> <button onClick=${() => checkOut(name)}>Check out</button>`}</p>
         <table><thead><tr><th scope="col">Account</th><th scope="col">State</th><th scope="col">Borrower entity</th><th scope="col">Borrower accessor</th><th scope="col">Lease</th><th scope="col">Checked out at</th><th scope="col">Expires at</th><th scope="col">Actions</th></tr></thead>
         <tbody>${accounts.map((a) => {
           const s = status[a] ?? {};

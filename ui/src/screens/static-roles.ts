@@ -3,7 +3,7 @@ import { useState } from 'preact/hooks';
 import { html } from '../html.ts';
 import { api, list } from '../session.ts';
 import type { Mounts } from '../main.ts';
-import { Badge, Confirm, MountPicker, Secret, Status, allows, capabilities, useLoad, useOutcome, when } from '../widgets.ts';
+import { Badge, Confirm, MountPicker, Secret, Status, allows, capabilities, rotate, useLoad, useOutcome, when } from '../widgets.ts';
 
 interface Row { name: string; role: Record<string, any>; failure?: { attempts?: number; kind?: string; since?: string; last_error?: string }; caps: Record<string, string[]> }
 
@@ -21,9 +21,21 @@ function badges({ role, failure }: Row) {
   if (role.last_rotation_error || failure?.kind === 'rotation') out.push(html`<${Badge} kind="bad" text=${`failing ×${attempts}`} />`);
   if (role.drifted) out.push(html`<${Badge} kind="warn" text=${`drifted since ${when(role.drift_detected_at)}`} />`);
   if (role.disable_automated_rotation) out.push(html`<${Badge} kind="off" text="automation off" />`);
-  if (role.dual_account_mode || role.active_account) out.push(html`<${Badge} kind="off" text=${`dual account: ${role.active_account ?? 'on'}${role.grace_period_end ? `, grace ends ${when(role.grace_period_end)}` : ''}`} />`);
   if (out.length === 0) out.push(html`<${Badge} kind="ok" text="OK" />`);
+  // Dual-account state is not health: it sits beside the health badge, a grace in progress stands out with its end.
+  if (role.dual_account_mode) {
+    out.push(role.state === 'grace_period'
+      ? html`<${Badge} kind="warn" text=${`grace period: ${role.active_account} active, ends ${when(role.grace_period_end)}`} />`
+      : html`<${Badge} kind="off" text=${`dual account: ${role.active_account} active`} />`);
+  }
   return out;
+}
+
+/** Account a, or both accounts of a dual-account role with the served one marked. */
+function accounts(role: Record<string, any>) {
+  if (!role.dual_account_mode) return role.username;
+  const mark = (which: string, name: string) => (role.active_account === which ? html`<strong>${name} (${which}, active)</strong>` : html`<span>${name} (${which})</span>`);
+  return html`${mark('a', role.username)}<br />${mark('b', role.username_b)}`;
 }
 
 /** Edit a role's rotation: a period or a cron schedule (the other is cleared), and whether automation is off. */
@@ -74,11 +86,11 @@ export function StaticRoles({ mounts }: { mounts: Mounts }) {
       <th scope="col">Role</th><th scope="col">Account</th><th scope="col">Rotation</th><th scope="col">Last rotation</th><th scope="col">Next rotation</th><th scope="col">State</th><th scope="col">Actions</th>
     </tr></thead><tbody>
     ${shown.map((r) => html`<tr data-role=${r.name}>
-      <th scope="row">${r.name}</th><td>${r.role.username}</td><td>${schedule(r.role)}</td>
+      <th scope="row">${r.name}</th><td>${accounts(r.role)}</td><td>${schedule(r.role)}</td>
       <td>${when(r.role.last_service_rotation)}</td><td>${when(r.role.next_rotation)}</td>
       <td>${badges(r)}${r.role.last_rotation_error && html`<div class="muted">${r.role.last_rotation_error.message}</div>`}</td>
       <td class="actions">
-        ${allows(r.caps[`${mount}rotate-role/${r.name}`], 'update', 'create') && html`<button onClick=${() => act(() => api('POST', `${mount}rotate-role/${r.name}`, {}), `Rotated ${r.name}.`)}>Rotate now</button>`}
+        ${allows(r.caps[`${mount}rotate-role/${r.name}`], 'update', 'create') && html`<button onClick=${() => act(() => rotate(`${mount}rotate-role/${r.name}`), `Rotated ${r.name}.`)}>Rotate now</button>`}
         ${allows(r.caps[`${mount}static-cred/${r.name}`], 'read') && html`<button onClick=${() => run(() => api('GET', `${mount}static-cred/${r.name}`), (c: any) => { setRevealed({ name: r.name, username: c.data.username, password: c.data.password }); return `Read the password of ${r.name}.`; })}>Reveal</button>`}
         ${allows(r.caps[`${mount}static-role/${r.name}`], 'update') && (editing === r.name
           ? html`<${EditRotation} role=${r.role} onCancel=${() => setEditing(undefined)}
