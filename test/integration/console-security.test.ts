@@ -153,6 +153,27 @@ describe('Trusted Types', () => {
   }, 60_000);
 });
 
+describe('the Events screen', () => {
+  it('a token without read on sys/events/stream/* sees the API\'s 403 as a clear message; a revoked token\'s stream ends saying so', async () => {
+    const { token } = await tokenWith('no-events', 'path "ldap/static-role" { capabilities = ["list"] }');
+    const first = await open();
+    await signIn(first.page, token);
+    await goTo(first.page, 'Events');
+    await expect.poll(() => first.page.getByTestId('stream').textContent(), { timeout: 15_000 }).toMatch(/^Permission denied \(403\): /);
+    expect(first.incidents).toEqual([]);
+    await first.context.close();
+    w = undefined;
+
+    const { token: watcher } = await tokenWith('events', 'path "sys/events/stream/*" { capabilities = ["read"] }\npath "ldap/*" { capabilities = ["subscribe"] subscribe_event_types = ["*"] }');
+    const { page } = await open();
+    await signIn(page, watcher);
+    await goTo(page, 'Events');
+    await expect.poll(() => page.getByTestId('stream').textContent(), { timeout: 15_000 }).toContain('Live');
+    await ok(s, 'POST', 'auth/token/revoke', { token: watcher });
+    await expect.poll(() => page.getByTestId('stream').textContent(), { timeout: 15_000 }).toMatch(/^Stream closed \(unauthorised\)/);
+  }, 60_000);
+});
+
 describe('the token in the page', () => {
   const stored = (page: WatchedPage['page']) => page.evaluate<string>('JSON.stringify({ local: { ...localStorage }, session: { ...sessionStorage }, url: location.href, cookie: document.cookie })');
 
