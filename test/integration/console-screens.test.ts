@@ -159,6 +159,8 @@ describe('LDAP static roles', () => {
     const end = `${role.grace_period_end.slice(0, 19).replace('T', ' ')} UTC`;
     await expect.poll(() => row.textContent()).toContain(`grace period: b active, ends ${end}`);
     expect(await row.textContent()).toContain('user4 (b, active)');
+    await row.getByRole('button', { name: 'Reveal' }).click();
+    await expect.poll(() => page.getByTestId('standby').textContent()).toBe(`The previously served account user3 keeps working at least until the grace period ends at ${end}.`);
     await row.getByRole('button', { name: 'Rotate now' }).click();
     await expect.poll(() => page.getByTestId('outcome').textContent()).toContain('Not rotated: the previous rotation\'s grace period is still running');
     expect(await page.getByTestId('outcome').getAttribute('role')).toBe('alert');

@@ -65,7 +65,7 @@ export function StaticRoles({ mounts }: { mounts: Mounts }) {
   const [mount, setMount] = useState(mounts.ldap[0]);
   const [filter, setFilter] = useState<'all' | 'failing' | 'drifted'>('all');
   const [editing, setEditing] = useState<string | undefined>();
-  const [revealed, setRevealed] = useState<{ name: string; username: string; password: string } | undefined>();
+  const [revealed, setRevealed] = useState<{ name: string; username: string; password: string; standby?: string; graceEnd?: string } | undefined>();
   const rows = useLoad(() => loadRoles(mount), [mount]);
   const { view, run } = useOutcome();
   const shown = (rows.data ?? []).filter((r) => filter === 'all' || (filter === 'failing' ? !!(r.role.last_rotation_error || r.failure?.kind === 'rotation') : r.role.drifted));
@@ -80,6 +80,7 @@ export function StaticRoles({ mounts }: { mounts: Mounts }) {
     ${view}
     ${revealed && html`<section class="onetime" aria-label="Current password">
       <p>Current password of <strong>${revealed.name}</strong> (${revealed.username})</p>
+      ${revealed.standby && html`<p class="warn" data-testid="standby">The previously served account ${revealed.standby} keeps working at least until the grace period ends at ${when(revealed.graceEnd)}.</p>`}
       <${Secret} value=${revealed.password} label="password" /> <button onClick=${() => setRevealed(undefined)}>Close</button></section>`}
     <${Status} loaded=${rows} />
     <table data-testid="static-roles"><thead><tr>
@@ -91,7 +92,7 @@ export function StaticRoles({ mounts }: { mounts: Mounts }) {
       <td>${badges(r)}${r.role.last_rotation_error && html`<div class="muted">${r.role.last_rotation_error.message}</div>`}</td>
       <td class="actions">
         ${allows(r.caps[`${mount}rotate-role/${r.name}`], 'update', 'create') && html`<button onClick=${() => act(() => rotate(`${mount}rotate-role/${r.name}`), `Rotated ${r.name}.`)}>Rotate now</button>`}
-        ${allows(r.caps[`${mount}static-cred/${r.name}`], 'read') && html`<button onClick=${() => run(() => api('GET', `${mount}static-cred/${r.name}`), (c: any) => { setRevealed({ name: r.name, username: c.data.username, password: c.data.password }); return `Read the password of ${r.name}.`; })}>Reveal</button>`}
+        ${allows(r.caps[`${mount}static-cred/${r.name}`], 'read') && html`<button onClick=${() => run(() => api('GET', `${mount}static-cred/${r.name}`), (c: any) => { setRevealed({ name: r.name, username: c.data.username, password: c.data.password, standby: c.data.standby_username, graceEnd: c.data.grace_period_end }); return `Read the password of ${r.name}.`; })}>Reveal</button>`}
         ${allows(r.caps[`${mount}static-role/${r.name}`], 'update') && (editing === r.name
           ? html`<${EditRotation} role=${r.role} onCancel=${() => setEditing(undefined)}
               onSave=${(body: Record<string, unknown>) => { setEditing(undefined); void act(() => api('POST', `${mount}static-role/${r.name}`, body), `Updated ${r.name}.`); }} />`
