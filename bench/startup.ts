@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { fmt, processCpu } from './util.ts';
 
 const ROOT = new URL('..', import.meta.url).pathname;
-const RUNS = 3;
+const RUNS = Number(process.env.BENCH_STARTUP_RUNS ?? 3);
 
 const freePort = () => new Promise<number>((resolve) => {
   const s = createServer().listen(0, '127.0.0.1', () => {
