@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { fmt, processCpu } from './util.ts';
 
 const ROOT = new URL('..', import.meta.url).pathname;
-const RUNS = 3;
+const RUNS = Number(process.env.BENCH_STARTUP_RUNS ?? 3);
 
 const freePort = () => new Promise<number>((resolve) => {
   const s = createServer().listen(0, '127.0.0.1', () => {
@@ -53,7 +53,8 @@ export async function benchStartup(): Promise<string[]> {
       for (let i = 0; i < RUNS; i++) {
         const dir = mkdtempSync(join(tmpdir(), 'strongroom-bench-'));
         try {
-          const env = { STRONGROOM_STORAGE: `sqlite:${join(dir, 'strongroom.db')}`, ...(cache ? { NODE_COMPILE_CACHE: cacheDir } : {}) };
+          // Without: the server's own cache (src/compile-cache.ts) is turned off, else it would be warm after one start.
+          const env = { STRONGROOM_STORAGE: `sqlite:${join(dir, 'strongroom.db')}`, ...(cache ? { NODE_COMPILE_CACHE: cacheDir } : { NODE_DISABLE_COMPILE_CACHE: '1' }) };
           // The cache is warmed by a start of its own, not by the measured ones.
           if (cache && i === 0) await startOnce({ ...env, STRONGROOM_STORAGE: `sqlite:${join(dir, 'warm.db')}` });
           first.push(await startOnce(env));

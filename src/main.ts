@@ -1,10 +1,16 @@
-import { VERSION } from './core/version.ts';
-import { createLogger } from './logger.ts';
-import { createServer, type Server } from './server.ts';
-import { loadSettings, storageUrl } from './settings.ts';
-import { EXIT, listenFailure, notice, startupFailure, usage } from './startup.ts';
-import { applyAndLog, BootstrapApplyError, BootstrapInvalidError, loadOptions, reloader } from './bootstrap/run.ts';
-import { loadBootstrapFile, type LoadedFile } from './bootstrap/load.ts';
+import { saveCompileCache, startCompileCache } from './compile-cache.ts';
+import type { Server } from './server.ts';
+import type { LoadedFile } from './bootstrap/load.ts';
+
+// Before the rest is loaded (hence the dynamic imports): every module below is stripped and compiled through the cache.
+startCompileCache();
+const { VERSION } = await import('./core/version.ts');
+const { createLogger } = await import('./logger.ts');
+const { createServer } = await import('./server.ts');
+const { loadSettings, storageUrl } = await import('./settings.ts');
+const { EXIT, listenFailure, notice, startupFailure, usage } = await import('./startup.ts');
+const { applyAndLog, BootstrapApplyError, BootstrapInvalidError, loadOptions, reloader } = await import('./bootstrap/run.ts');
+const { loadBootstrapFile } = await import('./bootstrap/load.ts');
 
 /**
  * Exit codes (startup.ts lists them): a failure to start is one line on stderr and its code, never a stack trace. A
@@ -127,6 +133,7 @@ async function main(): Promise<void> {
     fail(listenFailure(err, settings.STRONGROOM_ADDR));
   }
   logger.info({ addr: settings.STRONGROOM_ADDR, tls: Boolean(settings.STRONGROOM_TLS_CERT_FILE), dev: settings.STRONGROOM_DEV }, 'strongroom listening');
+  saveCompileCache();
 }
 
 function splitAddr(addr: string): [string, number] {

@@ -10,7 +10,6 @@
  */
 import type { ComputeManagementClient, VirtualMachineIdentity, VirtualMachineScaleSetIdentity } from '@azure/arm-compute';
 import type { ManagedServiceIdentityClient } from '@azure/arm-msi';
-import { createPipelineRequest } from '@azure/core-rest-pipeline';
 import type { TokenCredential } from '@azure/identity';
 import { scopeFor, type AzureEnvironment } from './environments.ts';
 import { AzureProviderError, isNotFound, toProviderError } from './errors.ts';
@@ -181,6 +180,8 @@ export class SdkComputeClient implements ComputeClient {
 
   async #get<T>(operation: string, path: string, subscriptionId: string, opts?: CallOptions): Promise<T | undefined> {
     const client = await this.#msiFor(subscriptionId);
+    // Loaded with the client above, not at start (the HTTP pipeline is ~0.1 s of CPU to load).
+    const { createPipelineRequest } = await import('@azure/core-rest-pipeline');
     return this.#call(operation, opts, async () => {
       const res = await client.sendRequest(createPipelineRequest({ url: `${this.#opts.environment.resourceManagerEndpoint}${path}`, method: 'GET' }));
       const body: unknown = res.bodyAsText ? JSON.parse(res.bodyAsText) : {};

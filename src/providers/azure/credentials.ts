@@ -4,7 +4,7 @@
  * identity. Non-public clouds need the environment's authority host and no instance discovery
  * (MSAL would otherwise ask login.microsoftonline.com which hosts are valid).
  */
-import { ClientAssertionCredential, ClientSecretCredential, ManagedIdentityCredential, type TokenCredential } from '@azure/identity';
+import type { AccessToken, GetTokenOptions, TokenCredential } from '@azure/identity';
 import type { AzureEnvironment } from './environments.ts';
 import { AzureProviderError } from './errors.ts';
 import { registerSecret } from './logging.ts';
@@ -31,6 +31,29 @@ export function selectCredentialKind(cfg: Pick<CredentialConfig, 'clientId' | 'c
   return 'managed-identity';
 }
 
+const TENANT = /^[0-9a-zA-Z-.]+$/;
+
+type BuildCredential = (identity: typeof import('@azure/identity')) => TokenCredential;
+
+/**
+ * @azure/identity (with the HTTP pipeline under it, ~0.25 s of CPU to load) is imported at the first token, not at
+ * start: a server whose cloud mounts are not used never loads it. The config is still checked when the credential
+ * is made, so a bad config write is refused at once as before.
+ */
+class LazyCredential implements TokenCredential {
+  readonly #build: BuildCredential;
+  #credential?: Promise<TokenCredential>;
+
+  constructor(build: BuildCredential) {
+    this.#build = build;
+  }
+
+  async getToken(scopes: string | string[], options?: GetTokenOptions): Promise<AccessToken | null> {
+    this.#credential ??= import('@azure/identity').then(this.#build);
+    return (await this.#credential).getToken(scopes, options);
+  }
+}
+
 export function createCredential(cfg: CredentialConfig): SelectedCredential {
   const kind = selectCredentialKind(cfg);
   const common = {
@@ -43,15 +66,18 @@ export function createCredential(cfg: CredentialConfig): SelectedCredential {
     case 'client-secret':
     case 'client-assertion': {
       if (!cfg.tenantId) throw new AzureProviderError('input', 'tenant_id is required');
+      // The SDK's own check, which it makes when the credential is built: that is now at the first token, and a
+      // config write must still be refused at once.
+      if (!TENANT.test(cfg.tenantId)) throw new AzureProviderError('input', 'tenant_id may hold only letters, digits, - and .');
       if (!cfg.clientId) throw new AzureProviderError('input', `client_id is required with ${kind === 'client-secret' ? 'client_secret' : 'identity_token_audience'}`);
       if (kind === 'client-secret') {
         registerSecret(cfg.clientSecret);
-        return { kind, credential: new ClientSecretCredential(cfg.tenantId, cfg.clientId, cfg.clientSecret!, common) };
+        return { kind, credential: new LazyCredential((id) => new id.ClientSecretCredential(cfg.tenantId, cfg.clientId!, cfg.clientSecret!, common)) };
       }
-      return { kind, credential: new ClientAssertionCredential(cfg.tenantId, cfg.clientId, cfg.getAssertion!, common) };
+      return { kind, credential: new LazyCredential((id) => new id.ClientAssertionCredential(cfg.tenantId, cfg.clientId!, cfg.getAssertion!, common)) };
     }
     case 'managed-identity':
       // As in Vault, client_id is not passed: the host's system-assigned identity is used.
-      return { kind, credential: new ManagedIdentityCredential({ retryOptions: { maxRetries: 0 } }) };
+      return { kind, credential: new LazyCredential((id) => new id.ManagedIdentityCredential({ retryOptions: { maxRetries: 0 } })) };
   }
 }

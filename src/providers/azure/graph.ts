@@ -4,7 +4,7 @@
  * base URL, a middleware chain without the SDK's retry and redirect handlers (retry.ts is the one
  * retry layer; redirects are refused as in Vault), and follows @odata.nextLink on every list.
  */
-import { AuthenticationHandler, Client, GraphError, HTTPMessageHandler, type Middleware } from '@microsoft/microsoft-graph-client';
+import type { Client, Middleware } from '@microsoft/microsoft-graph-client';
 import type { TokenCredential } from '@azure/identity';
 import type { AzureEnvironment } from './environments.ts';
 import { scopeFor } from './environments.ts';
@@ -133,8 +133,15 @@ export interface GraphClientOptions {
   observer?: ProviderObserver;
 }
 
+type GraphSdk = typeof import('@microsoft/microsoft-graph-client');
+/** Set once the SDK is loaded; only errors of a call through it are unwrapped, so it is always set by then. */
+let loadedSdk: GraphSdk | undefined;
+let sdkLoading: Promise<GraphSdk> | undefined;
+/** Loaded at the first Graph call, not at start: a server whose cloud mounts are not used never needs it. */
+const graphSdk = (): Promise<GraphSdk> => (sdkLoading ??= import('@microsoft/microsoft-graph-client').then((sdk) => (loadedSdk = sdk)));
+
 export class SdkGraphClient implements GraphClient {
-  readonly #client: Client;
+  readonly #client: () => Promise<Client>;
   readonly #ctx: CallContext;
   readonly #baseUrl: string;
 
@@ -156,13 +163,14 @@ export class SdkGraphClient implements GraphClient {
         }
       },
     };
-    this.#client = Client.initWithMiddleware({
+    let client: Promise<Client> | undefined;
+    this.#client = () => (client ??= graphSdk().then(({ AuthenticationHandler, Client, HTTPMessageHandler }) => Client.initWithMiddleware({
       baseUrl: opts.environment.microsoftGraphEndpoint,
       defaultVersion: 'v1.0',
       // Without this the auth middleware silently sends no token to a non-Microsoft host.
       customHosts: GRAPH_HOSTS.has(base.hostname) ? undefined : new Set([base.hostname]),
       middleware: [new AuthenticationHandler(authProvider), ...(opts.observer ? [graphObserver(opts.observer)] : []), new HTTPMessageHandler()] satisfies Middleware[],
-    });
+    })));
     this.#baseUrl = opts.environment.microsoftGraphEndpoint.replace(/\/+$/, '');
     this.#ctx = { retry: observedRetry(opts.retry, opts.observer, 'graph'), secrets: opts.secrets ?? [], unwrap: unwrapAuth };
   }
@@ -174,7 +182,7 @@ export class SdkGraphClient implements GraphClient {
   async #getOrUndefined<T>(operation: string, path: string, map: (r: Raw) => T, opts?: CallOptions): Promise<T | undefined> {
     return this.#call(operation, async () => {
       try {
-        return map((await this.#client.api(path).get()) as Raw);
+        return map((await (await this.#client()).api(path).get()) as Raw);
       } catch (err) {
         if (isNotFound(err)) return undefined;
         throw err;
@@ -186,21 +194,21 @@ export class SdkGraphClient implements GraphClient {
   async #listAll(operation: string, path: string, query: Record<string, string>, opts?: CallOptions): Promise<Raw[]> {
     const rows: Raw[] = [];
     let next: string | undefined;
-    let request = this.#client.api(path).query(query);
+    let request = (await this.#client()).api(path).query(query);
     for (;;) {
       const current = request;
       const page = (await this.#call(operation, () => current.get(), opts)) as { value?: Raw[]; '@odata.nextLink'?: string };
       rows.push(...(page.value ?? []));
       next = page['@odata.nextLink'];
       if (!next) return rows;
-      request = this.#client.api(next);
+      request = (await this.#client()).api(next);
     }
   }
 
   async #delete(operation: string, path: string, opts?: CallOptions): Promise<boolean> {
     return this.#call(operation, async () => {
       try {
-        await this.#client.api(path).delete();
+        await (await this.#client()).api(path).delete();
         return true;
       } catch (err) {
         if (isNotFound(err)) return false;
@@ -215,7 +223,7 @@ export class SdkGraphClient implements GraphClient {
     const created = await this.#call(operation, async () => {
       if (outcomeUnknown) await this.#removePasswordsNamed(kind, objectId, input.displayName, opts);
       try {
-        return (await this.#client.api(`/${kind}/${encodeURIComponent(objectId)}/addPassword`).post({
+        return (await (await this.#client()).api(`/${kind}/${encodeURIComponent(objectId)}/addPassword`).post({
           passwordCredential: {
             displayName: input.displayName, endDateTime: input.endDateTime.toISOString(),
             ...(input.startDateTime ? { startDateTime: input.startDateTime.toISOString() } : {}),
@@ -234,7 +242,7 @@ export class SdkGraphClient implements GraphClient {
   }
 
   async #removePasswordsNamed(kind: 'applications' | 'servicePrincipals', objectId: string, displayName: string, opts?: CallOptions): Promise<void> {
-    const owner = (await this.#client.api(`/${kind}/${encodeURIComponent(objectId)}`).select('passwordCredentials').get()) as Raw;
+    const owner = (await (await this.#client()).api(`/${kind}/${encodeURIComponent(objectId)}`).select('passwordCredentials').get()) as Raw;
     for (const p of passwords(owner.passwordCredentials).filter((x) => x.displayName === displayName)) {
       await this.#removePassword(kind, objectId, p.keyId, opts);
     }
@@ -243,7 +251,7 @@ export class SdkGraphClient implements GraphClient {
   async #removePassword(kind: 'applications' | 'servicePrincipals', objectId: string, keyId: string, opts?: CallOptions): Promise<boolean> {
     return this.#call(`remove password ${keyId} from ${objectId}`, async () => {
       try {
-        await this.#client.api(`/${kind}/${encodeURIComponent(objectId)}/removePassword`).post({ keyId });
+        await (await this.#client()).api(`/${kind}/${encodeURIComponent(objectId)}/removePassword`).post({ keyId });
         return true;
       } catch (err) {
         const info = describeUpstream(err);
@@ -262,7 +270,7 @@ export class SdkGraphClient implements GraphClient {
       return rows.length === 1 ? rows[0] : undefined;
     };
     try {
-      return await createOnce(async () => toApplication((await this.#client.api('/applications').post(body)) as Raw), findExisting, () => false, { ...this.#ctx.retry, ...callRetryOptions(opts) });
+      return await createOnce(async () => toApplication((await (await this.#client()).api('/applications').post(body)) as Raw), findExisting, () => false, { ...this.#ctx.retry, ...callRetryOptions(opts) });
     } catch (err) {
       throw toProviderError(unwrapAuth(err), 'create application', this.#ctx.secrets);
     }
@@ -300,7 +308,7 @@ export class SdkGraphClient implements GraphClient {
     const retry = { ...this.#ctx.retry, ...callRetryOptions(opts), notReplicated: APP_NOT_REPLICATED };
     try {
       return await createOnce(
-        async () => toServicePrincipal((await this.#client.api('/servicePrincipals').post({ appId })) as Raw),
+        async () => toServicePrincipal((await (await this.#client()).api('/servicePrincipals').post({ appId })) as Raw),
         () => this.findServicePrincipalByAppId(appId, opts),
         isCode('Request_MultipleObjectsWithSameKeyValue'),
         retry,
@@ -346,7 +354,7 @@ export class SdkGraphClient implements GraphClient {
     const body = { '@odata.id': `${this.#baseUrl}/v1.0/directoryObjects/${memberId}` };
     await this.#call(`add member ${memberId} to group ${groupId}`, async () => {
       try {
-        await this.#client.api(`/groups/${encodeURIComponent(groupId)}/members/$ref`).post(body);
+        await (await this.#client()).api(`/groups/${encodeURIComponent(groupId)}/members/$ref`).post(body);
       } catch (err) {
         const info = describeUpstream(err);
         if (info.status === 400 && /already exist/i.test(info.message)) return;
@@ -367,6 +375,6 @@ export class SdkGraphClient implements GraphClient {
 
 /** The Graph client wraps credential failures in a GraphError named after our auth error. */
 function unwrapAuth(err: unknown): unknown {
-  if (err instanceof GraphError && err.code === 'AzureAuthenticationError') return new Error(err.message);
+  if (loadedSdk && err instanceof loadedSdk.GraphError && err.code === 'AzureAuthenticationError') return new Error(err.message);
   return err;
 }
