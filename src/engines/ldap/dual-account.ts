@@ -20,7 +20,7 @@ import { isValidDn } from '../../providers/ldap/dn.ts';
 import { LdapProviderError } from '../../providers/ldap/errors.ts';
 import { shortestInterval, type RotationSchedule } from '../../lib/rotation-schedule.ts';
 import { refuseBindAccount, sameAccount, type AccountIdentity, type AccountOwner, type ManagedAccounts } from './accounts.ts';
-import type { LdapEngine } from './config.ts';
+import type { LdapEngine } from './engine.ts';
 import { readDriftMark } from './drift-marks.ts';
 
 export type AccountId = 'a' | 'b';

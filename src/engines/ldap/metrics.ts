@@ -6,7 +6,7 @@
 import {
   LDAP_DUAL_ACCOUNT_ROLES, LDAP_DYNAMIC_CREDENTIALS, LDAP_LIBRARY_ACCOUNTS, LDAP_LIBRARY_WAITERS, LDAP_ROTATION_FAILURES, LDAP_ROTATION_OVERDUE, LDAP_STATIC_ROLES, LDAP_STATIC_ROLES_FAILING, outstandingLeases, shared,
 } from '../../telemetry/families.ts';
-import type { LdapEngine } from './config.ts';
+import type { LdapEngine } from './engine.ts';
 import { countWaiters } from './library-queue.ts';
 import { allLibrarySetNames, readAccount, readLibrarySet } from './library-store.ts';
 import { roleState } from './dual-account.ts';

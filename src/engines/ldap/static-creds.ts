@@ -3,7 +3,7 @@ import { BadRequestError, NotFoundError, StrongroomError } from '../../core/erro
 import { field } from '../../core/fields.ts';
 import { definePath, lowerName } from '../../core/framework.ts';
 import { refuseServingBindAccount, reportBindAccountRoles } from './bind-account-roles.ts';
-import type { LdapEngine, LdapEnginePart } from './config.ts';
+import type { LdapEngine, LdapEnginePart } from './engine.ts';
 import { GracePeriodError, servedCredential } from './dual-account.ts';
 import { NAME_PATTERN, plannedRotation, readStaticRole, rfc3339, rotateStaticRole } from './static-roles.ts';
 

@@ -13,7 +13,8 @@ import { dnEquals, isValidDn } from '../../providers/ldap/dn.ts';
 import { LdapProviderError } from '../../providers/ldap/errors.ts';
 import { ScheduleError, nextDue, resolveSchedule, sameSchedule, storedSchedule, storedScheduleFields, whenToRun, type RotationSchedule, type ScheduleFields } from '../../lib/rotation-schedule.ts';
 import { dnKey, refuseBindAccount, usernameKey, type AccountIdentity, type AccountOwner } from './accounts.ts';
-import { missingConfigError, readConfig, type LdapEngine, type LdapEnginePart } from './config.ts';
+import { missingConfigError, readConfig } from './config-store.ts';
+import type { LdapEngine, LdapEnginePart } from './engine.ts';
 import { FencedWriteError, type RecordedPassword } from './directory-writes.ts';
 import { clearDriftOp } from './drift-marks.ts';
 import {
