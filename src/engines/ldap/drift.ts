@@ -28,7 +28,8 @@ import { accountWalTarget, retakeAvailableAccount } from './library-checkout.ts'
 import { allLibrarySetNames, readAccount, readLibrarySet, unchangedAccount } from './library-store.ts';
 import { accountOf, accountTarget, managedAccounts } from './dual-account.ts';
 import { walKey } from './rotation.ts';
-import { listStaticRoleNames, readStaticRoleSnapshot, rotateStaticRole, staticRoleKey, staticRoleTarget } from './static-roles.ts';
+import { rotateStaticRole } from './static-role-rotation.ts';
+import { listStaticRoleNames, readStaticRoleSnapshot, staticRoleKey, staticRoleTarget } from './static-role-store.ts';
 
 /** Verification errors in a row after which a round stops: the directory is not answering, and every bind would fail alike. */
 const MAX_ERRORS_IN_A_ROW = 3;

@@ -11,7 +11,8 @@ import { countWaiters } from './library-queue.ts';
 import { allLibrarySetNames, readAccount, readLibrarySet } from './library-store.ts';
 import { roleState } from './dual-account.ts';
 import { readRotationFailures } from './rotation-failures.ts';
-import { readStaticRoles, roleSchedule } from './static-roles.ts';
+import { roleSchedule } from './static-role-rotation.ts';
+import { readStaticRoles } from './static-role-store.ts';
 
 export function registerLdapGauges(engine: LdapEngine): void {
   const { metrics } = engine.ctx;

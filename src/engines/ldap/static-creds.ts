@@ -5,7 +5,8 @@ import { definePath, lowerName } from '../../core/framework.ts';
 import { refuseServingBindAccount, reportBindAccountRoles } from './bind-account-roles.ts';
 import type { LdapEngine, LdapEnginePart } from './engine.ts';
 import { GracePeriodError, servedCredential } from './dual-account.ts';
-import { NAME_PATTERN, plannedRotation, readStaticRole, rfc3339, rotateStaticRole } from './static-roles.ts';
+import { plannedRotation, rotateStaticRole } from './static-role-rotation.ts';
+import { NAME_PATTERN, readStaticRole, rfc3339 } from './static-role-store.ts';
 
 export function staticCredsPart(engine: LdapEngine): LdapEnginePart {
   return {
