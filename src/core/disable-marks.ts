@@ -10,14 +10,12 @@ import type { StorageView } from './storage/view.ts';
  * refused and no lease or login token can land for it (`notDisabling` guards those writes).
  */
 export class DisableMarks {
-  readonly systemView: StorageView;
-  readonly cluster: Pick<Cluster, 'nodeId' | 'alive' | 'fence'>;
-  readonly logger: Logger;
+  declare readonly systemView: StorageView;
+  declare readonly cluster: Pick<Cluster, 'nodeId' | 'alive' | 'fence'>;
+  declare readonly logger: Logger;
 
   constructor(deps: Pick<DisableMarks, 'systemView' | 'cluster' | 'logger'>) {
-    this.systemView = deps.systemView;
-    this.cluster = deps.cluster;
-    this.logger = deps.logger;
+    Object.assign(this, deps);
   }
 
   /**

@@ -11,19 +11,17 @@ import type { Mounted } from './mounted.ts';
  * awaited, when it steps down (or the mount goes).
  */
 export class Leadership {
-  readonly clock: Clock;
-  readonly logger: Logger;
-  readonly leases: Pick<LeaseManager, 'start' | 'stop'>;
-  readonly marks: Pick<DisableMarks, 'clearInterruptedDisables'>;
+  declare readonly clock: Clock;
+  declare readonly logger: Logger;
+  declare readonly leases: Pick<LeaseManager, 'start' | 'stop'>;
+  declare readonly marks: Pick<DisableMarks, 'clearInterruptedDisables'>;
   /** The backends running here (the mount life cycle's, read only). */
   readonly #mounted: ReadonlyMap<string, Mounted>;
 
   constructor(deps: Pick<Leadership, 'clock' | 'logger' | 'leases' | 'marks'> & { mounted: ReadonlyMap<string, Mounted> }) {
-    this.clock = deps.clock;
-    this.logger = deps.logger;
-    this.leases = deps.leases;
-    this.marks = deps.marks;
-    this.#mounted = deps.mounted;
+    const { mounted, ...rest } = deps;
+    Object.assign(this, rest);
+    this.#mounted = mounted;
   }
 
   async startLeaderWork(mounted: Mounted): Promise<void> {

@@ -19,26 +19,18 @@ import { tokenLeaseId, type TokenEntry, type TokenStore } from './tokens.ts';
  * root token, a token's uses counted down, and the revocation of a token with its descendants and their leases.
  */
 export class Login {
-  readonly tokens: TokenStore;
-  readonly leases: LeaseManager;
-  readonly systemView: StorageView;
-  readonly identity: Pick<IdentityStore, 'upsertAlias'>;
-  readonly mounts: Pick<MountTable, 'get'>;
-  readonly mountTable: Pick<MountLifecycle, 'effectiveTtls'>;
-  readonly marks: Pick<DisableMarks, 'notDisabling'>;
-  readonly logger: Logger;
-  readonly telemetry: CoreTelemetry | undefined;
+  declare readonly tokens: TokenStore;
+  declare readonly leases: LeaseManager;
+  declare readonly systemView: StorageView;
+  declare readonly identity: Pick<IdentityStore, 'upsertAlias'>;
+  declare readonly mounts: Pick<MountTable, 'get'>;
+  declare readonly mountTable: Pick<MountLifecycle, 'effectiveTtls'>;
+  declare readonly marks: Pick<DisableMarks, 'notDisabling'>;
+  declare readonly logger: Logger;
+  declare readonly telemetry: CoreTelemetry | undefined;
 
   constructor(deps: Pick<Login, 'tokens' | 'leases' | 'systemView' | 'identity' | 'mounts' | 'mountTable' | 'marks' | 'logger' | 'telemetry'>) {
-    this.tokens = deps.tokens;
-    this.leases = deps.leases;
-    this.systemView = deps.systemView;
-    this.identity = deps.identity;
-    this.mounts = deps.mounts;
-    this.mountTable = deps.mountTable;
-    this.marks = deps.marks;
-    this.logger = deps.logger;
-    this.telemetry = deps.telemetry;
+    Object.assign(this, deps);
   }
 
   async createRootToken(id?: string): Promise<IssuedToken> {

@@ -47,19 +47,19 @@ export interface IdentityTokenSource {
  * instantiating and stopping the backends that serve them, in line with the stored table as other nodes change it.
  */
 export class MountLifecycle {
-  readonly options: MountOptions;
-  readonly barrier: Barrier;
-  readonly systemView: StorageView;
-  readonly clock: Clock;
-  readonly logger: Logger;
-  readonly mounts: MountTable;
-  readonly policies: Pick<PolicyStore, 'generate' | 'invalidate'>;
-  readonly leases: Pick<LeaseManager, 'idsUnder' | 'revoke' | 'exclusive' | 'prepareMove' | 'prepareEnd' | 'get'>;
-  readonly tokens: Pick<TokenStore, 'prepareRepath'>;
-  readonly cluster: Pick<Cluster, 'leading' | 'shared' | 'alive' | 'nodeId' | 'fence'>;
-  readonly audit: Pick<AuditBroker, 'load'>;
-  readonly marks: Pick<DisableMarks, 'markDisabling' | 'unmark' | 'follow'>;
-  readonly leadership: Pick<Leadership, 'startLeaderWork' | 'stopLeaderWork'>;
+  declare readonly options: MountOptions;
+  declare readonly barrier: Barrier;
+  declare readonly systemView: StorageView;
+  declare readonly clock: Clock;
+  declare readonly logger: Logger;
+  declare readonly mounts: MountTable;
+  declare readonly policies: Pick<PolicyStore, 'generate' | 'invalidate'>;
+  declare readonly leases: Pick<LeaseManager, 'idsUnder' | 'revoke' | 'exclusive' | 'prepareMove' | 'prepareEnd' | 'get'>;
+  declare readonly tokens: Pick<TokenStore, 'prepareRepath'>;
+  declare readonly cluster: Pick<Cluster, 'leading' | 'shared' | 'alive' | 'nodeId' | 'fence'>;
+  declare readonly audit: Pick<AuditBroker, 'load'>;
+  declare readonly marks: Pick<DisableMarks, 'markDisabling' | 'unmark' | 'follow'>;
+  declare readonly leadership: Pick<Leadership, 'startLeaderWork' | 'stopLeaderWork'>;
   /** The backends running here, by mount uuid; written only here, read by the other rooms. */
   readonly #mounted: Map<string, Mounted>;
   readonly #signals: MountSignals;
@@ -70,21 +70,10 @@ export class MountLifecycle {
   readonly #mountChanges = new KeyedLock();
 
   constructor(deps: Pick<MountLifecycle, 'options' | 'barrier' | 'systemView' | 'clock' | 'logger' | 'mounts' | 'policies' | 'leases' | 'tokens' | 'cluster' | 'audit' | 'marks' | 'leadership'> & { mounted: Map<string, Mounted>; shared: SharedStorage | undefined }) {
-    this.options = deps.options;
-    this.barrier = deps.barrier;
-    this.systemView = deps.systemView;
-    this.clock = deps.clock;
-    this.logger = deps.logger;
-    this.mounts = deps.mounts;
-    this.policies = deps.policies;
-    this.leases = deps.leases;
-    this.tokens = deps.tokens;
-    this.cluster = deps.cluster;
-    this.audit = deps.audit;
-    this.marks = deps.marks;
-    this.leadership = deps.leadership;
-    this.#mounted = deps.mounted;
-    this.#signals = new MountSignals(deps.shared);
+    const { mounted, shared, ...rest } = deps;
+    Object.assign(this, rest);
+    this.#mounted = mounted;
+    this.#signals = new MountSignals(shared);
   }
 
   effectiveTtls(entry: MountEntry | undefined): { default: number; max: number } {

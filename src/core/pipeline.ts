@@ -39,37 +39,26 @@ const SEALED_SYS = new Set(['sys/health', 'sys/seal-status', 'sys/unseal']);
  * entries around it all, and errors rendered as Vault's envelope.
  */
 export class Pipeline {
-  readonly options: { maxLeaseTtl: number; telemetry?: CoreTelemetry };
-  readonly clock: Clock;
-  readonly logger: Logger;
-  readonly audit: Pick<AuditBroker, 'enabled' | 'logRequest' | 'logResponse'>;
-  readonly sealing: Pick<Sealing, 'sealed'>;
-  readonly mounts: Pick<MountTable, 'match'>;
-  readonly marks: Pick<DisableMarks, 'refuses'>;
-  readonly mountTable: Pick<MountLifecycle, 'effectiveTtls'>;
-  readonly tokens: Pick<TokenStore, 'lookup'>;
-  readonly policies: Pick<PolicyStore, 'aclFor'>;
-  readonly leases: Pick<LeaseManager, 'register' | 'prepare' | 'forget'>;
-  readonly login: Pick<Login, 'login' | 'useOnce'>;
-  readonly wrapping: Pick<ResponseWrapper, 'wrap'>;
+  declare readonly options: { maxLeaseTtl: number; telemetry?: CoreTelemetry };
+  declare readonly clock: Clock;
+  declare readonly logger: Logger;
+  declare readonly audit: Pick<AuditBroker, 'enabled' | 'logRequest' | 'logResponse'>;
+  declare readonly sealing: Pick<Sealing, 'sealed'>;
+  declare readonly mounts: Pick<MountTable, 'match'>;
+  declare readonly marks: Pick<DisableMarks, 'refuses'>;
+  declare readonly mountTable: Pick<MountLifecycle, 'effectiveTtls'>;
+  declare readonly tokens: Pick<TokenStore, 'lookup'>;
+  declare readonly policies: Pick<PolicyStore, 'aclFor'>;
+  declare readonly leases: Pick<LeaseManager, 'register' | 'prepare' | 'forget'>;
+  declare readonly login: Pick<Login, 'login' | 'useOnce'>;
+  declare readonly wrapping: Pick<ResponseWrapper, 'wrap'>;
   /** The backends running here (the mount life cycle's, read only). */
   readonly #mounted: ReadonlyMap<string, Mounted>;
 
   constructor(deps: Pick<Pipeline, 'options' | 'clock' | 'logger' | 'audit' | 'sealing' | 'mounts' | 'marks' | 'mountTable' | 'tokens' | 'policies' | 'leases' | 'login' | 'wrapping'> & { mounted: ReadonlyMap<string, Mounted> }) {
-    this.options = deps.options;
-    this.clock = deps.clock;
-    this.logger = deps.logger;
-    this.audit = deps.audit;
-    this.sealing = deps.sealing;
-    this.mounts = deps.mounts;
-    this.marks = deps.marks;
-    this.mountTable = deps.mountTable;
-    this.tokens = deps.tokens;
-    this.policies = deps.policies;
-    this.leases = deps.leases;
-    this.login = deps.login;
-    this.wrapping = deps.wrapping;
-    this.#mounted = deps.mounted;
+    const { mounted, ...rest } = deps;
+    Object.assign(this, rest);
+    this.#mounted = mounted;
   }
 
   async handle(req: CoreRequest): Promise<CoreResponse> {

@@ -10,25 +10,20 @@ import type { TokenStore } from './tokens.ts';
 
 /** Sealing and unsealing a running node (sys/seal, sys/unseal); starting one sealed is Core.start's. */
 export class Sealing {
-  readonly barrier: Pick<Barrier, 'sealed' | 'seal' | 'unseal'>;
-  readonly cluster: Pick<Cluster, 'start' | 'stop'>;
-  readonly leases: Pick<LeaseManager, 'idle'>;
-  readonly policies: Pick<PolicyStore, 'invalidate'>;
-  readonly tokens: Pick<TokenStore, 'forget'>;
-  readonly mountTable: Pick<MountLifecycle, 'follow'>;
-  readonly logger: Logger;
+  declare readonly barrier: Pick<Barrier, 'sealed' | 'seal' | 'unseal'>;
+  declare readonly cluster: Pick<Cluster, 'start' | 'stop'>;
+  declare readonly leases: Pick<LeaseManager, 'idle'>;
+  declare readonly policies: Pick<PolicyStore, 'invalidate'>;
+  declare readonly tokens: Pick<TokenStore, 'forget'>;
+  declare readonly mountTable: Pick<MountLifecycle, 'follow'>;
+  declare readonly logger: Logger;
   /** The backends running here (the mount life cycle's, read only). */
   readonly #mounted: ReadonlyMap<string, Mounted>;
 
   constructor(deps: Pick<Sealing, 'barrier' | 'cluster' | 'leases' | 'policies' | 'tokens' | 'mountTable' | 'logger'> & { mounted: ReadonlyMap<string, Mounted> }) {
-    this.barrier = deps.barrier;
-    this.cluster = deps.cluster;
-    this.leases = deps.leases;
-    this.policies = deps.policies;
-    this.tokens = deps.tokens;
-    this.mountTable = deps.mountTable;
-    this.logger = deps.logger;
-    this.#mounted = deps.mounted;
+    const { mounted, ...rest } = deps;
+    Object.assign(this, rest);
+    this.#mounted = mounted;
   }
 
   /** Seals and unseals one at a time; the node counts as sealed while either runs. */
