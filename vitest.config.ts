@@ -1,8 +1,10 @@
-import { defineConfig } from 'vitest/config';
+import { configDefaults, defineConfig } from 'vitest/config';
 
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
+    // Podman builds and runs the images there: `npm run test:container` (vitest.container.config.ts).
+    exclude: [...configDefaults.exclude, 'test/container/**'],
     environment: 'node',
     testTimeout: 30_000,
     hookTimeout: 60_000,

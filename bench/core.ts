@@ -1,7 +1,7 @@
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { benchAuditDevice, child, fmt, load, processCpu, ratio, stop, type Throughput } from './util.ts';
+import { benchAuditDevice, child, fmt, load, loadWithCpu, ratio, stop, type CpuRound } from './util.ts';
 
 const SERVERS = new URL('./servers.ts', import.meta.url).pathname;
 
@@ -21,13 +21,8 @@ export async function benchCore(seconds: number): Promise<string[]> {
     const plain = await child(SERVERS, ['strongroom', plainDir], { BENCH_METRICS: 'off' });
     // Alternating rounds, best of each: on a 2-core machine a single pair is at the mercy of background load.
     // Server CPU per request is printed too: it barely moves with background load, so it shows what a change did.
-    type Round = Throughput & { cpuUs?: number };
-    const measure = async (pid: number, url: string, headers?: Record<string, string>): Promise<Round> => {
-      const before = processCpu(pid);
-      const round = await load(url, { seconds, headers });
-      const after = processCpu(pid);
-      return { ...round, cpuUs: before && after ? ((after.all - before.all) / (round.rps * seconds)) * 1e6 : undefined };
-    };
+    type Round = CpuRound;
+    const measure = (pid: number, url: string, headers?: Record<string, string>): Promise<Round> => loadWithCpu(pid, url, { seconds, headers });
     const rounds = { base: [] as Round[], full: [] as Round[], audited: [] as Round[], unaudited: [] as Round[], plain: [] as Round[] };
     const read = () => measure(sr.proc.pid!, `${sr.info.url}/v1/kv/data/app/config`, { 'x-service-token': String(sr.info.token) });
     const readPlain = () => measure(plain.proc.pid!, `${plain.info.url}/v1/kv/data/app/config`, { 'x-service-token': String(plain.info.token) });

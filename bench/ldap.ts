@@ -3,8 +3,7 @@
  * the same slapd, every section in its own isolated OU.
  *
  * Where the server runs:
- * - static-cred reads go over a real socket (autocannon against the `ldap` child of servers.ts), like the core's
- *   figure, and are compared with the core's bare read of a stored object served by that same child;
+ * - static-cred reads go over a real socket (bench/static-cred.ts), like the core's figure;
  * - rotations, dynamic creds and library cycles go through `app.inject` on a server in this process (SQLite in a
  *   temp dir): their baseline is in-process ldapts, so a socket would only add HTTP parsing to one side. Both sides
  *   share this event loop and the same bound-connection model (one engine connection, operations multiplexed).
@@ -21,9 +20,9 @@
  */
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
-import { cpus, loadavg, tmpdir } from 'node:os';
+import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { Attribute, Change, Client } from 'ldapts';
 import { ldapBackend } from '../src/engines/ldap/index.ts';
@@ -31,9 +30,10 @@ import { benchLibraryQueue } from './ldap-queue.ts';
 import { DEFAULT_USERNAME_TEMPLATE, DynamicTemplates } from '../src/engines/ldap/dynamic-templates.ts';
 import { createIsolatedOu, startSlapd, stopSlapd, type IsolatedOu, type SlapdFacts } from '../test/support/slapd.ts';
 import { startTestServer, type TestServer } from '../test/support/server.ts';
-import { child, fmt, load, processCpu, ratio, stop, type Throughput } from './util.ts';
+import { benchDynamicHttp } from './dynamic-http.ts';
+import { benchStaticCredRead } from './static-cred.ts';
+import { fmt, processCpu, ratio } from './util.ts';
 
-const SERVERS = new URL('./servers.ts', import.meta.url).pathname;
 const TARGET = 0.8;
 const ROUNDS = 2;
 
@@ -223,32 +223,23 @@ async function pool<T>(items: T[], limit: number, fn: (item: T) => Promise<void>
 
 // ---- sections --------------------------------------------------------------------------------------------
 
-/** static-cred/:name read vs the core's bare read of a stored object, same child server, same token. */
-async function benchStaticCredRead(facts: SlapdFacts, seconds: number): Promise<string[]> {
-  const ou = await createIsolatedOu(facts, { users: 0, serviceAccounts: 1 });
-  const dir = mkdtempSync(join(tmpdir(), 'strongroom-bench-'));
+/** creds + revoke over HTTP against the floor of the same durable work (bench/dynamic-http.ts), on an OU of its own. */
+async function dynamicHttpSection(facts: SlapdFacts, seconds: number): Promise<string[]> {
+  const ou = await createIsolatedOu(facts, { users: 1, serviceAccounts: 1 });
   try {
-    const sr = await child(SERVERS, ['ldap', dir], {
-      BENCH_LDAP: JSON.stringify({ config: ouConfig(facts, ou), role: { username: 'svc0', rotation_period: '24h' } }),
-    });
-    try {
-      const headers = { 'x-service-token': String(sr.info.token) };
-      const m = await alternate<Throughput>(
-        () => load(`${sr.info.url}/v1/ldap/static-cred/bench`, { seconds, headers }),
-        () => load(`${sr.info.url}/v1/kv/data/app/config`, { seconds, headers }),
-        (t) => t.rps,
-      );
-      return [
-        `static-cred: GET ldap/static-cred/bench (64 conns)        ${fmt(m.ours.rps)} req/s (p99 ${m.ours.p99} ms, errors ${m.ours.errors})`,
-        `static-cred: baseline core read kv/data/app/config      ${fmt(m.raw.rps)} req/s (p99 ${m.raw.p99} ms, errors ${m.raw.errors})`,
-        // No target in the issue; a cred read touches storage only, so it should keep pace with a plain read.
-        verdict('static-cred:', ratio(m.ours.rps, m.raw.rps), TARGET, m.noise),
-      ];
-    } finally {
-      await stop(sr.proc);
-    }
+    const { creation_ldif, deletion_ldif, rollback_ldif } = dynamicLdif(ou, '{{.Username}}', '{{.Password}}');
+    return await benchDynamicHttp(ou, ouConfig(facts, ou), { creation_ldif, deletion_ldif, rollback_ldif, default_ttl: '1h' }, seconds);
   } finally {
-    rmSync(dir, { recursive: true, force: true });
+    await ou.cleanup();
+  }
+}
+
+/** static-cred/:name reads (bench/static-cred.ts) on an OU of their own. */
+async function staticCredSection(facts: SlapdFacts, seconds: number): Promise<string[]> {
+  const ou = await createIsolatedOu(facts, { users: 0, serviceAccounts: 1 });
+  try {
+    return await benchStaticCredRead(ou, ouConfig(facts, ou), seconds);
+  } finally {
     await ou.cleanup();
   }
 }
@@ -422,9 +413,10 @@ export function ldapSections(seconds: number): { sections: Array<[string, () => 
   const section = (fn: (f: SlapdFacts) => Promise<string[]>) => async () => [noise(), ...(await fn(await facts()))];
   return {
     sections: [
-      ['ldap static-cred read', section((f) => benchStaticCredRead(f, seconds))],
+      ['ldap static-cred read', section((f) => staticCredSection(f, seconds))],
       ['ldap rotations', section((f) => benchRotations(f, ops))],
       ['ldap dynamic creds', section((f) => benchDynamic(f, ops))],
+      ['ldap dynamic over HTTP', section((f) => dynamicHttpSection(f, ops))],
       ['ldap library', section((f) => benchLibrary(f, ops))],
       ['ldap library queue', section((f) => benchLibraryQueue(f, ops, {
         withServer, must, rawClient, modify: async (client, dn) => client.modify(dn, [passwordChange(newPassword())]),

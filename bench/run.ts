@@ -4,8 +4,10 @@
  */
 import { benchCloudAuth, benchCloudSecrets } from './cloud.ts';
 import { clusterSections } from './cluster.ts';
+import { benchConsole } from './console.ts';
 import { benchCore, benchLeaseRestart } from './core.ts';
 import { ldapSections } from './ldap.ts';
+import { benchStartup } from './startup.ts';
 
 const seconds = Number(process.env.BENCH_SECONDS ?? 5);
 const ldap = ldapSections(seconds);
@@ -14,11 +16,13 @@ const cluster = clusterSections(seconds);
 const only = process.env.BENCH_ONLY;
 const sections: Array<[string, () => Promise<string[]>]> = [
   ['core pipeline', () => benchCore(seconds)],
+  ['start-up', () => benchStartup()],
   ['lease restart', () => benchLeaseRestart(Number(process.env.BENCH_LEASES ?? 100_000))],
   ['cloud secrets', () => benchCloudSecrets(seconds)],
   ['cloud auth', () => benchCloudAuth(seconds)],
   ...ldap.sections,
   ...cluster.sections,
+  ['console', () => benchConsole()],
 ];
 
 try {

@@ -5,6 +5,9 @@
  *                                (BENCH_METRICS=off: without metrics, the baseline of their cost)
  *   servers.ts ldap DIR        — the same, plus the real ldap/ engine configured from BENCH_LDAP (JSON:
  *                                {config, role}) with static role `bench`, readable by the same token
+ *                                (and dynamic role `bench` when it also has `dynamicRole`)
+ *   servers.ts dynamic-floor DIR — the durable work of a dynamic credential and no more (bench/dynamic-http.ts):
+ *                                BENCH_FLOOR (JSON: {url, binddn, bindpass, usersDn, groupDn}) names the directory
  *   servers.ts leases DIR N    — registers N leases in DIR, then exits
  *   servers.ts restart DIR     — reopens DIR and reports the time to serving and RSS
  *   servers.ts emulator DIR    — the Azure emulator (TLS material from STRONGROOM_EMULATOR_TLS_CERT/KEY) with a
@@ -28,6 +31,7 @@ import { createServer } from '../src/server.ts';
 import { ldapBackend } from '../src/engines/ldap/index.ts';
 import { loadSettings } from '../src/settings.ts';
 import { testBackend } from '../test/support/test-backend.ts';
+import { startDynamicFloor } from './dynamic-floor.ts';
 
 const [mode, dir, count] = process.argv.slice(2);
 // A normal exit on SIGINT lets --cpu-prof write its profile when profiling a server.
@@ -42,7 +46,9 @@ function settingsFor(d: string) {
   const keyFile = join(d, 'bench.key');
   if (!existsSync(keyFile)) writeFileSync(keyFile, randomBytes(32).toString('base64'));
   const storage = process.env.BENCH_STORAGE ?? `sqlite:${join(d, 'strongroom.db')}`;
-  return loadSettings({ STRONGROOM_STORAGE: storage, STRONGROOM_UNSEAL_KEY: readFileSync(keyFile, 'utf8'), STRONGROOM_LOG_LEVEL: 'silent', STRONGROOM_DEV: '1', STRONGROOM_DEV_ROOT_TOKEN: 'root' }, []);
+  return loadSettings({ STRONGROOM_STORAGE: storage, STRONGROOM_UNSEAL_KEY: readFileSync(keyFile, 'utf8'), STRONGROOM_LOG_LEVEL: 'silent', STRONGROOM_DEV: '1', STRONGROOM_DEV_ROOT_TOKEN: 'root',
+    // The benches' audit logs lie in the run's directory (util.ts `benchAuditDevice`).
+    STRONGROOM_AUDIT_DIR: d }, []);
 }
 const joining = process.env.BENCH_JOIN === '1';
 const backends = { secret: { bench: testBackend(new Map()) }, auth: {} };
@@ -52,7 +58,7 @@ if (mode === 'bare') {
   app.get('/v1/bare', async () => ({ data: { value: 'x' } }));
   ready({ url: await app.listen({ host: '127.0.0.1', port: 0 }) });
 } else if (mode === 'strongroom' || mode === 'ldap') {
-  const ldap = mode === 'ldap' ? (JSON.parse(process.env.BENCH_LDAP ?? '{}') as { config: unknown; role: unknown }) : undefined;
+  const ldap = mode === 'ldap' ? (JSON.parse(process.env.BENCH_LDAP ?? '{}') as { config: unknown; role: unknown; dynamicRole?: unknown }) : undefined;
   const s = await createServer(settingsFor(dir), createLogger('silent'), {
     backends: ldap ? { ...backends, secret: { ...backends.secret, ldap: ldapBackend() } } : backends, metrics: process.env.BENCH_METRICS !== 'off',
   });
@@ -69,12 +75,15 @@ if (mode === 'bare') {
     if (ldap) {
       await call('POST', 'ldap/config', ldap.config);
       await call('POST', 'ldap/static-role/bench', ldap.role);
+      if (ldap.dynamicRole) await call('POST', 'ldap/role/bench', ldap.dynamicRole);
     }
     const ldapRule = ldap ? '\npath "ldap/static-cred/*" { capabilities = ["read"] }' : '';
     await call('PUT', 'sys/policies/acl/reader', { policy: `path "kv/data/app/*" { capabilities = ["read"] }\npath "kv/data/admin/*" { capabilities = ["deny"] }${ldapRule}` });
     const token = JSON.parse((await call('POST', 'auth/token/create', { policies: ['reader'] })).body).auth.client_token;
     ready({ url, token });
   }
+} else if (mode === 'dynamic-floor') {
+  ready({ url: await startDynamicFloor(join(dir, 'floor.db'), JSON.parse(process.env.BENCH_FLOOR ?? '{}')) });
 } else if (mode === 'leases') {
   const s = await createServer(settingsFor(dir), createLogger('silent'), { backends });
   const total = Number(count);

@@ -8,10 +8,25 @@ export interface Throughput {
   errors: number;
 }
 
-/** One autocannon run against a URL (64 connections unless told; GET unless a method is given), reporting mean requests/s and p99 latency. */
-export async function load(url: string, opts: { connections?: number; seconds?: number; headers?: Record<string, string>; method?: 'GET' | 'POST'; body?: string } = {}): Promise<Throughput> {
-  const result = await autocannon({ url, connections: opts.connections ?? 64, duration: opts.seconds ?? 5, headers: opts.headers, method: opts.method ?? 'GET', body: opts.body });
+/**
+ * One autocannon run against a URL (64 connections unless told; GET unless a method is given; as fast as the server
+ * answers unless a `rate` of requests/s is given), reporting mean requests/s and p99 latency.
+ */
+export async function load(url: string, opts: { connections?: number; seconds?: number; headers?: Record<string, string>; method?: 'GET' | 'POST'; body?: string; rate?: number } = {}): Promise<Throughput> {
+  const result = await autocannon({ url, connections: opts.connections ?? 64, duration: opts.seconds ?? 5, headers: opts.headers, method: opts.method ?? 'GET', body: opts.body, ...(opts.rate ? { overallRate: opts.rate } : {}) });
   return { rps: result.requests.average, p99: result.latency.p99, errors: result.errors + result.non2xx };
+}
+
+/** A load run with the server's CPU per request (all its threads, µs; undefined where /proc is not there). */
+export type CpuRound = Throughput & { cpuUs?: number };
+
+/** `load` against a server whose process is `pid`, charging the CPU that process used meanwhile to each request. */
+export async function loadWithCpu(pid: number, url: string, opts: Parameters<typeof load>[1] = {}): Promise<CpuRound> {
+  const before = processCpu(pid);
+  const round = await load(url, opts);
+  const after = processCpu(pid);
+  const seconds = opts.seconds ?? 5;
+  return { ...round, cpuUs: before && after && round.rps > 0 ? ((after.all - before.all) / (round.rps * seconds)) * 1e6 : undefined };
 }
 
 /** Starts a child Node process running `script` and resolves when it prints `READY <json>`; `nodeArgs` e.g. --cpu-prof. */

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
@@ -19,7 +19,7 @@ import { StorageUnavailableError, type Storage } from './core/storage/types.ts';
 import { configuredBackends, defaultMounts } from './engines.ts';
 import { buildApp } from './http/app.ts';
 import { Telemetry } from './telemetry/telemetry.ts';
-import { apiAddress, postgresOptions, readTls, storageUrl, type Settings } from './settings.ts';
+import { apiAddress, auditDirectory, auditSettings, postgresOptions, readTls, storageUrl, type Settings } from './settings.ts';
 
 export interface Server {
   core: Core;
@@ -151,14 +151,20 @@ export async function createServer(settings: Settings, logger: Logger, overrides
     defaultLeaseTtl: settings.STRONGROOM_DEFAULT_LEASE_TTL,
     maxLeaseTtl: settings.STRONGROOM_MAX_LEASE_TTL,
     revokeRetry: { baseDelayMs: settings.STRONGROOM_REVOKE_RETRY_BASE * 1000, maxAttempts: settings.STRONGROOM_REVOKE_MAX_ATTEMPTS },
+    events: {
+      feed: { retentionMs: settings.STRONGROOM_EVENTS_RETENTION * 1000, maxRecords: settings.STRONGROOM_EVENTS_MAX_RECORDS },
+      webhooks: { allowHttp: settings.STRONGROOM_EVENTS_WEBHOOK_ALLOW_HTTP, retryBaseMs: settings.STRONGROOM_EVENTS_WEBHOOK_RETRY_BASE * 1000, attempts: settings.STRONGROOM_EVENTS_WEBHOOK_ATTEMPTS },
+    },
     backends: overrides.backends ?? configuredBackends({ libraryMaxWaiters: settings.STRONGROOM_LIBRARY_MAX_WAITERS }),
     builtins: { system: systemBackend({ unauthenticatedMetrics: settings.STRONGROOM_UNAUTHENTICATED_METRICS }), token: tokenBackend, identity: identityBackend({ defaultIssuer: apiAddress(settings) }) },
     defaultMounts,
-    audit: { allowPrefix: settings.STRONGROOM_AUDIT_ALLOW_PREFIX, allowRaw: settings.STRONGROOM_AUDIT_ALLOW_RAW },
+    audit: auditSettings(settings),
     apiAddress: apiAddress(settings),
     cluster: overrides.cluster,
   });
   let unsealKey: ReturnType<typeof resolveUnsealKey>;
+  // Beside a SQLite database the default audit directory is the server's own, like the database's: made if missing.
+  if (!settings.STRONGROOM_AUDIT_DIR && storageUrl(settings).startsWith('sqlite:')) mkdirSync(auditDirectory(settings), { recursive: true, mode: 0o700 });
   let rootToken: string | undefined;
   try {
     unsealKey = resolveUnsealKey(settings, logger, await core.barrier.isInitialized());
@@ -167,7 +173,7 @@ export async function createServer(settings: Settings, logger: Logger, overrides
     await storage.close();
     throw err;
   }
-  telemetry?.watch({ leases: core.leases, audit: core.audit, leading: () => core.cluster.leading });
+  telemetry?.watch({ leases: core.leases, audit: core.audit, leading: () => core.cluster.leading, events: { counters: core.events.outbox.counters, logSize: () => core.events.feed.size } });
   const app = buildApp(core, {
     logger,
     maxRequestSize: settings.STRONGROOM_MAX_REQUEST_SIZE,

@@ -1,5 +1,7 @@
 import { readFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
 import { z } from 'zod';
+import type { AuditSettings } from './core/audit/options.ts';
 import { parseDurationSecond } from './core/durations.ts';
 import { POSTGRES_DEFAULTS, type PostgresOptions } from './core/storage/postgres.ts';
 import { validateIssuer } from './core/oidc/issuer.ts';
@@ -44,9 +46,17 @@ export const settingsSchema = z.object({
   STRONGROOM_MAX_LEASE_TTL: duration('STRONGROOM_MAX_LEASE_TTL').prefault('768h'),
   STRONGROOM_REVOKE_RETRY_BASE: duration('STRONGROOM_REVOKE_RETRY_BASE').prefault('10s'),
   STRONGROOM_REVOKE_MAX_ATTEMPTS: z.coerce.number().int().positive().default(6),
+  // The event log (docs/events.md): kept this long, and never more than this many records.
+  STRONGROOM_EVENTS_RETENTION: duration('STRONGROOM_EVENTS_RETENTION').refine((v) => v >= 60 && v <= 30 * 86400, { message: 'STRONGROOM_EVENTS_RETENTION must be between 1m and 30d' }).default(24 * 3600),
+  STRONGROOM_EVENTS_MAX_RECORDS: z.coerce.number().int().min(1000).max(100_000_000).default(1_000_000),
+  STRONGROOM_EVENTS_WEBHOOK_ALLOW_HTTP: bool.default(false),
+  STRONGROOM_EVENTS_WEBHOOK_RETRY_BASE: duration('STRONGROOM_EVENTS_WEBHOOK_RETRY_BASE').refine((v) => v >= 1 && v <= 3600, { message: 'STRONGROOM_EVENTS_WEBHOOK_RETRY_BASE must be between 1s and 1h' }).default(1),
+  STRONGROOM_EVENTS_WEBHOOK_ATTEMPTS: z.coerce.number().int().min(1).max(20).default(5),
   STRONGROOM_UNAUTHENTICATED_METRICS: bool.default(false),
   STRONGROOM_AUDIT_ALLOW_PREFIX: bool.default(false),
   STRONGROOM_AUDIT_ALLOW_RAW: bool.default(false),
+  /** The only directory file audit devices may write in (default: `audit/` beside the SQLite database, else ./data/audit). */
+  STRONGROOM_AUDIT_DIR: z.string().min(1).optional(),
   /** A declarative bootstrap file (docs/bootstrap.md), applied after unseal at start and again on SIGUSR2. */
   STRONGROOM_BOOTSTRAP: z.string().optional(),
   /** Lets the bootstrap file declare tokens with fixed ids outside dev mode (a known id is a guessable one). */
@@ -90,6 +100,18 @@ export class SettingsError extends Error {}
 
 export function storageUrl(s: Settings): string {
   return s.STRONGROOM_STORAGE ?? (s.STRONGROOM_DEV ? 'memory' : 'sqlite:./data/strongroom.db');
+}
+
+/** Where file audit devices may write: the setting, or an `audit/` directory beside the data. */
+export function auditDirectory(s: Settings): string {
+  if (s.STRONGROOM_AUDIT_DIR) return resolve(s.STRONGROOM_AUDIT_DIR);
+  const url = storageUrl(s);
+  return resolve(url.startsWith('sqlite:') ? dirname(url.slice('sqlite:'.length)) : './data', 'audit');
+}
+
+/** What audit devices may be enabled with (server settings, docs/audit.md). */
+export function auditSettings(s: Settings): AuditSettings {
+  return { allowPrefix: s.STRONGROOM_AUDIT_ALLOW_PREFIX, allowRaw: s.STRONGROOM_AUDIT_ALLOW_RAW, dir: auditDirectory(s) };
 }
 
 export function postgresOptions(s: Settings): PostgresOptions {

@@ -1,7 +1,7 @@
 #!/bin/sh
 # OpenLDAP for Strongroom's examples: writes slapd.conf, loads seed.ldif and the Strongroom bind account into an
 # empty database, then runs slapd in the foreground (it stops cleanly on SIGTERM). The same Debian slapd as the
-# test harness; test/integration/container-smoke.test.ts runs this script with the machine's slapd.
+# test harness; test/container/ runs it in its image, test/support/example-directory.ts with the machine's slapd.
 #
 #   LDAP_BIND_PASSWORD_FILE  file holding the bind account's password (or LDAP_BIND_PASSWORD, the value itself)
 #   LDAP_PORT                plain LDAP port, default 1389 (above 1024: slapd runs as a user without privileges)

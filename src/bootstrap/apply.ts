@@ -22,6 +22,7 @@ import { createHmac, randomBytes } from 'node:crypto';
 import type { Core } from '../core/core.ts';
 import type { StorageView } from '../core/storage/view.ts';
 import { issueToken } from '../core/token-issue.ts';
+import { replaceValues } from '../lib/redact.ts';
 import { registeredType } from './endpoints.ts';
 import { formatPath, type LoadedFile } from './load.ts';
 import { BUILTIN_POLICIES, BUILTIN_TYPES, declaredObjects, pruneScopes, type Declared, type PruneScope } from './plan.ts';
@@ -100,7 +101,9 @@ export async function applyBootstrap(core: Core, loaded: LoadedFile): Promise<Bo
   } catch (err) {
     if (!(err instanceof ApiFailure)) throw err;
     const where = current ? `${formatPath(current.at)} (line ${loaded.lineOf(current.at)}), ${current.name}: ` : '';
-    throw new BootstrapApplyError(`${where}${err.message}`, report);
+    // Defence in depth behind the server's own cleaning (sent-values.ts): a message that still holds what a reference
+    // resolved to (a directory echoing a stored bind DN that is really a password) names the reference instead.
+    throw new BootstrapApplyError(replaceValues(`${where}${err.message}`, loaded.resolved), report);
   } finally {
     try {
       await store.putJson(RECORD_KEY, records);

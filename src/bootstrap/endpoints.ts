@@ -94,6 +94,6 @@ const offline = (): never => {
 };
 const OFFLINE_SYSTEM: SystemView = {
   defaultLeaseTtl: offline, maxLeaseTtl: offline, generatePassword: offline, leaseEnd: offline, leaseExists: offline, leaseExpireTime: offline, leaseIds: offline,
-  generateIdentityToken: offline, mountOption: offline, fence: offline, leading: () => true, shared: false, nodeAlive: offline, nodeId: 'bootstrap-check',
+  generateIdentityToken: offline, mountOption: offline, fence: offline, event: offline, leading: () => true, shared: false, nodeAlive: offline, nodeId: 'bootstrap-check',
   signal: offline, onSignal: offline,
 };

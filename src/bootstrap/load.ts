@@ -10,7 +10,7 @@ import { parseDurationSecond } from '../core/durations.ts';
 import { checkAuditDevices, checkBodies, checkDeclaredTokens, suggestion } from './bodies.ts';
 import { roleKinds } from './endpoints.ts';
 import { BOOTSTRAP_LIMITS, DURATION_KEY, ROLE_KINDS, bootstrapSchema, keysAt, salvage, type BootstrapFile, type YamlPath } from './schema.ts';
-import { ReferenceError, parseTemplate, processReferences, readBounded, renderTemplate, type ReferenceSource } from './references.ts';
+import { ReferenceError, describeReference, parseTemplate, processReferences, readBounded, renderTemplate, type Reference, type ReferenceSource } from './references.ts';
 
 
 export interface BootstrapIssue {
@@ -50,6 +50,8 @@ export interface LoadedFile {
   lineOf(path: YamlPath): number;
   /** Whether the file wrote the value at `path` with a reference: what it resolved to is never shown. */
   fromReference(path: YamlPath): boolean;
+  /** Each value a reference resolved to, with the reference's own text (`${file:/run/bindpass}`) to name it by. */
+  resolved: ReadonlyMap<string, string>;
 }
 
 export function formatPath(path: YamlPath): string {
@@ -97,7 +99,10 @@ export function parseBootstrap(file: string, text: string, options: LoadOptions)
   if (!parsed.success) for (const issue of parsed.error.issues) addSchemaIssue(issue, raw, add);
   const spec = parsed.success ? parsed.data : salvage(raw);
   checkRules(spec, options, add);
-  const resolved = resolveReferences(spec, options.references ?? processReferences, add);
+  const values = new Map<string, string>();
+  const resolved = resolveReferences(spec, options.references ?? processReferences, add, (ref, value) => {
+    if (value && !values.has(value)) values.set(value, `<the value of ${describeReference(ref)}>`);
+  });
   // A value already found wrong (a duration, a reference that failed) is not judged a second time.
   const reported = (at: YamlPath) => {
     const p = formatPath(at);
@@ -106,9 +111,9 @@ export function parseBootstrap(file: string, text: string, options: LoadOptions)
   const fromReference = (at: YamlPath) => JSON.stringify(valueAt(spec, at) ?? '').includes('${');
   checkBodies(resolved, add, reported, fromReference);
   checkDeclaredTokens(resolved.tokens, add, reported);
-  checkAuditDevices(resolved.audit, options.audit ?? { allowPrefix: false, allowRaw: false }, add, reported);
+  checkAuditDevices(resolved.audit, options.audit ?? { allowPrefix: false, allowRaw: false, dir: undefined }, add, reported);
   if (issues.length) throw new BootstrapInvalidError(file, sortIssues(issues));
-  return { spec: resolved, lineOf, fromReference };
+  return { spec: resolved, lineOf, fromReference, resolved: values };
 }
 
 function sortIssues(issues: BootstrapIssue[]): BootstrapIssue[] {
@@ -236,7 +241,7 @@ function checkDurations(at: YamlPath, body: Record<string, unknown> | undefined,
 const IDENTIFYING_KEYS = new Set(['path', 'type', 'name']);
 
 /** A copy of the file with every `${...}` resolved, each problem added at its string's path. */
-function resolveReferences(spec: BootstrapFile, source: ReferenceSource, add: (path: YamlPath, message: string) => void): BootstrapFile {
+function resolveReferences(spec: BootstrapFile, source: ReferenceSource, add: (path: YamlPath, message: string) => void, heard: (ref: Reference, value: string) => void): BootstrapFile {
   let count = 0;
   const walk = (v: unknown, path: Array<string | number>): unknown => {
     if (typeof v === 'string') {
@@ -251,7 +256,7 @@ function resolveReferences(spec: BootstrapFile, source: ReferenceSource, add: (p
           if (count - template.refs.length <= BOOTSTRAP_LIMITS.references) add(path, `more than the maximum of ${BOOTSTRAP_LIMITS.references} references in the file`);
           return v;
         }
-        return renderTemplate(template, source);
+        return renderTemplate(template, source, heard);
       } catch (err) {
         if (!(err instanceof ReferenceError)) throw err;
         add(path, err.message);

@@ -114,8 +114,13 @@ export function resolveReference(ref: Reference, source: ReferenceSource): strin
   return text.endsWith('\r\n') ? text.slice(0, -2) : text.endsWith('\n') ? text.slice(0, -1) : text;
 }
 
-export function renderTemplate(t: Template, source: ReferenceSource): string {
+/** The rendered string; `resolved` hears each reference's value, so messages can be cleaned of it later. */
+export function renderTemplate(t: Template, source: ReferenceSource, resolved?: (ref: Reference, value: string) => void): string {
   let out = t.texts[0];
-  for (let i = 0; i < t.refs.length; i++) out += resolveReference(t.refs[i], source) + t.texts[i + 1];
+  for (let i = 0; i < t.refs.length; i++) {
+    const value = resolveReference(t.refs[i], source);
+    resolved?.(t.refs[i], value);
+    out += value + t.texts[i + 1];
+  }
   return out;
 }

@@ -5,7 +5,7 @@
  */
 import type { Logger } from 'pino';
 import type { Core } from '../core/core.ts';
-import type { Settings } from '../settings.ts';
+import { auditSettings, type Settings } from '../settings.ts';
 import { applyBootstrap, BootstrapApplyError, type BootstrapReport } from './apply.ts';
 import { BootstrapInvalidError, loadBootstrapFile, type LoadedFile, type LoadOptions } from './load.ts';
 
@@ -14,7 +14,7 @@ export { BootstrapApplyError, BootstrapInvalidError };
 export function loadOptions(settings: Settings): LoadOptions {
   return {
     allowTokenIds: settings.STRONGROOM_DEV || settings.STRONGROOM_BOOTSTRAP_ALLOW_TOKEN_IDS,
-    audit: { allowPrefix: settings.STRONGROOM_AUDIT_ALLOW_PREFIX, allowRaw: settings.STRONGROOM_AUDIT_ALLOW_RAW },
+    audit: auditSettings(settings),
   };
 }
 

@@ -1,7 +1,7 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { secureRandomBytes } from './random.ts';
 import { LayeredStorage } from './storage/layered.ts';
-import type { Storage, StorageCondition, StorageOp } from './storage/types.ts';
+import type { EventLog, Storage, StorageCondition, StorageOp } from './storage/types.ts';
 
 /**
  * Everything the server stores passes through here: AES-256-GCM with a random 96-bit nonce and the storage
@@ -12,6 +12,11 @@ import type { Storage, StorageCondition, StorageOp } from './storage/types.ts';
 const VERSION = 2;
 export const KEYRING_PATH = 'core/keyring';
 const ROOT_KEY_PATH = 'core/root-key';
+/**
+ * What the event log's records are sealed to (their AAD): no key can hold a NUL, so a record cannot be passed off as an
+ * entry, or an entry as a record.
+ */
+const EVENT_LOG_PATH = '\u0000event-log';
 
 export class UnsealError extends Error {}
 
@@ -266,7 +271,10 @@ export class Barrier extends LayeredStorage {
     }
     // Sealed and handed to the store in one synchronous stretch, so writes reach the store in the order their seals
     // were counted, and a keyring written along reaches it after every keyring built before it.
-    const sealedOps = ops.map((op): StorageOp => (op.type === 'put' ? { type: 'put', key: op.key, value: this.#seal(op.key, op.value) } : op));
+    const sealedOps = ops.map((op): StorageOp => {
+      if (op.type === 'put') return { type: 'put', key: op.key, value: this.#seal(op.key, op.value) };
+      return op.type === 'append' ? { type: 'append', value: this.#seal(EVENT_LOG_PATH, op.value) } : op;
+    });
     return this.#write(sealedOps, physical);
   }
 
@@ -278,7 +286,7 @@ export class Barrier extends LayeredStorage {
    */
   async #write(sealedOps: StorageOp[], physical: StorageCondition[]): Promise<boolean> {
     for (let race = 0; ; race++) {
-      const reservation = sealedOps.some((op) => op.type === 'put') ? this.#reservation() : undefined;
+      const reservation = sealedOps.some((op) => op.type !== 'delete') ? this.#reservation() : undefined;
       if (!reservation) return this.inner.transaction(sealedOps, physical);
       const applied = await this.inner.transaction([...sealedOps, reservation.op], [...physical, reservation.guard]);
       reservation.landed(applied);
@@ -288,6 +296,16 @@ export class Barrier extends LayeredStorage {
       if (race === KEYRING_RACES) throw new Error('the keyring kept changing under a write; try again');
       if (stored && !(this.#ringBlob && stored.equals(this.#ringBlob))) this.#adopt(stored);
     }
+  }
+
+  /** The event log with its records opened (they are sealed like entries, bound to one path of their own). */
+  override get log(): EventLog {
+    const inner = this.inner.log;
+    return {
+      read: async (after, limit) => Promise.all((await inner.read(after, limit)).map(async (r) => ({ ...r, value: await this.#plaintextOf(EVENT_LOG_PATH, r.value) }))),
+      trim: (before, keep) => inner.trim(before, keep),
+      stats: () => inner.stats(),
+    };
   }
 
   #newEntry(term: number): KeyringEntry {

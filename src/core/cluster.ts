@@ -240,6 +240,12 @@ export class Cluster {
     return out;
   }
 
+  /** The nodes that may be serving requests now: this one, and those heard from within `deadAfterMs`. */
+  async liveNodes(): Promise<NodeRecord[]> {
+    const now = this.#o.clock.now();
+    return (await this.nodes()).filter((n) => n.node_id === this.nodeId || now - n.last_echo < this.#t.deadAfterMs);
+  }
+
   /**
    * Whether a node may still be working: this one, or one heard from within `deadAfterMs`. Work claimed by a node
    * that is not alive (killed, or a process before a restart) may be taken over.

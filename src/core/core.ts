@@ -2,6 +2,7 @@ import { hostname } from 'node:os';
 import type { Logger } from 'pino';
 import { AuditBroker } from './audit/broker.ts';
 import type { AuditSettings } from './audit/options.ts';
+import { PROBE_PREFIX } from './audit/probes.ts';
 import { Barrier, KEYRING_PATH } from './barrier.ts';
 import type { Clock } from './clock.ts';
 import { Cluster, type ClusterTimings } from './cluster.ts';
@@ -25,6 +26,7 @@ import { TokenStore } from './tokens.ts';
 import type { IssuedToken } from './token-issue.ts';
 import { VERSION } from './version.ts';
 import { ResponseWrapper } from './wrapping.ts';
+import { Events, type EventsOptions } from './events/events.ts';
 
 export type { BackendRegistry } from './mount-lifecycle.ts';
 
@@ -48,12 +50,15 @@ export interface CoreOptions {
   apiAddress?: string;
   /** The cluster's timings, where a test shortens them. */
   cluster?: Partial<ClusterTimings>;
+  /** The event log's retention and polling, and webhook delivery (docs/events.md). */
+  events?: EventsOptions;
 }
 
 /** Stored keys the cluster tracks (see Core.#cached), as the views below write them. */
 const POLICY_PREFIX = 'sys/policy/';
 const DISABLING_PREFIX = 'sys/disabling/';
 const AUDIT_TABLE_KEY = 'sys/audit/table';
+const AUDIT_PROBES = `sys/audit/${PROBE_PREFIX}`;
 /** Set by the node that initialised the store, once it is whole; a node that lost that race waits for it. */
 const INITIALIZED_KEY = 'core/initialized';
 /** How long a node that lost the race to initialise waits for the winner to finish before it goes on anyway. */
@@ -76,6 +81,7 @@ export class Core {
   readonly policies: PolicyStore;
   readonly identity: IdentityStore;
   readonly leases: LeaseManager;
+  readonly events: Events;
   readonly audit: AuditBroker;
   readonly cluster: Cluster;
   readonly wrapping: ResponseWrapper;
@@ -108,7 +114,8 @@ export class Core {
     this.policies = new PolicyStore(sys.sub('policy/'), sys.sub('policy-password/'));
     this.identity = new IdentityStore(sys.sub('identity/'));
     this.wrapping = new ResponseWrapper(this);
-    this.audit = new AuditBroker(sys.sub('audit/'), this.logger, this.clock, options.audit ?? { allowPrefix: false, allowRaw: false });
+    this.audit = new AuditBroker(sys.sub('audit/'), this.logger, this.clock, options.audit ?? { allowPrefix: false, allowRaw: false, dir: undefined }, this.cluster);
+    this.events = new Events(this.barrier, sys, { leading: () => this.cluster.leading, fence: () => this.cluster.fence() }, this.clock, this.logger, options.events);
     this.leases = new LeaseManager({
       view: sys.sub('expire/'),
       clock: this.clock,
@@ -119,9 +126,10 @@ export class Core {
       guards: (lease) => [...(lease.kind === 'secret' && lease.tokenSalted ? [this.tokens.notRevoking(lease.tokenSalted)] : []), this.notDisabling(lease.mountPath)],
       retry: options.revokeRetry,
       events: options.telemetry?.leaseEvents,
+      announce: (type, metadata) => this.events.outbox.prepare(type, metadata),
       cluster: options.storage.shared ? { nodeId: this.cluster.nodeId, alive: (id) => this.cluster.alive(id), fence: () => this.cluster.fence() } : undefined,
     });
-    const { clock, logger, barrier, mounts, tokens, policies, leases, cluster, audit } = this;
+    const { clock, logger, barrier, mounts, tokens, policies, leases, cluster, audit, events } = this;
     const mounted = this.#mounted;
     this.#marks = new DisableMarks({ systemView: sys, cluster, logger });
     const marks = this.#marks;
@@ -129,7 +137,7 @@ export class Core {
     const builtins = Object.fromEntries(Object.entries(options.builtins).map(([type, make]) => [type, () => make(this)]));
     this.#mountTable = new MountLifecycle({
       options: { backends: options.backends, builtins, defaultLeaseTtl: options.defaultLeaseTtl, maxLeaseTtl: options.maxLeaseTtl, telemetry: options.telemetry },
-      barrier, systemView: sys, clock, logger, mounts, policies, leases, tokens, cluster, audit, marks, leadership: this.#leadership, mounted, shared: options.storage.shared,
+      barrier, systemView: sys, clock, logger, mounts, policies, leases, tokens, cluster, audit, events, marks, leadership: this.#leadership, mounted, shared: options.storage.shared,
     });
     const mountTable = this.#mountTable;
     this.#login = new Login({ tokens, leases, systemView: sys, identity: this.identity, mounts, mountTable, marks, logger, telemetry: options.telemetry });
@@ -190,6 +198,7 @@ export class Core {
     this.cluster.onChange(() => this.#mountTable.follow());
     this.cluster.onLeadership((leading) => (leading ? this.#leadership.lead() : this.#leadership.stepDown()));
     await this.cluster.start();
+    await this.events.start();
     return { rootToken };
   }
 
@@ -221,6 +230,7 @@ export class Core {
   async stop(): Promise<void> {
     // Leader work first (while the store is still open), then what every node runs.
     await this.cluster.stop();
+    this.events.stop();
     this.leases.stop();
     await this.leases.idle();
     await this.#mountTable.unmountAll();
@@ -234,7 +244,7 @@ export class Core {
    * reads those from the store on each use.
    */
   #cached(key: string): boolean {
-    if (key === MOUNT_TABLE_KEY || key === KEYRING_PATH || key === AUDIT_TABLE_KEY || key.startsWith(POLICY_PREFIX) || key.startsWith(DISABLING_PREFIX)) return true;
+    if (key === MOUNT_TABLE_KEY || key === KEYRING_PATH || key === AUDIT_TABLE_KEY || key.startsWith(AUDIT_PROBES) || key.startsWith(POLICY_PREFIX) || key.startsWith(DISABLING_PREFIX)) return true;
     const inMount = /^(?:auth|logical)\/([^/]+)\/(.*)$/s.exec(key);
     const prefixes = inMount ? this.#mounted.get(inMount[1])?.backend.cached?.prefixes : undefined;
     return prefixes?.some((prefix) => inMount![2].startsWith(prefix)) ?? false;

@@ -31,18 +31,18 @@ function parseGoDurationMs(input: string): number {
     s = s.slice(1);
   }
   if (s === '0') return 0;
-  const shown = JSON.stringify(input);
-  if (s === '') throw new DurationError(`invalid duration ${shown}`);
+  // The value is not quoted: it may be a secret sent in the wrong field.
+  if (s === '') throw new DurationError('invalid duration');
   let totalNs = 0;
   const re = /^(\d*)(?:\.(\d*))?([a-zµμ]+)/;
   while (s.length > 0) {
     const m = re.exec(s);
     if (!m || (m[1] === '' && (m[2] === undefined || m[2] === ''))) {
-      if (/^\d+(\.\d*)?$/.test(s)) throw new DurationError(`missing unit in duration ${shown}`);
-      throw new DurationError(`invalid duration ${shown}`);
+      if (/^\d+(\.\d*)?$/.test(s)) throw new DurationError('missing unit in duration');
+      throw new DurationError('invalid duration');
     }
     const unit = UNIT_NS[m[3]];
-    if (unit === undefined) throw new DurationError(`unknown unit "${m[3]}" in duration ${shown}`);
+    if (unit === undefined) throw new DurationError(`unknown unit in duration (units: ${Object.keys(UNIT_NS).join(', ')})`);
     const whole = m[1] === '' ? 0 : Number(m[1]);
     const frac = m[2] ? Number(`0.${m[2]}`) : 0;
     totalNs += (whole + frac) * unit;

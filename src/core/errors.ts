@@ -22,6 +22,15 @@ export class StrongroomError extends Error {
 export class BadRequestError extends StrongroomError {
   constructor(messages: string | string[]) { super(400, messages); }
 }
+/**
+ * The one way to refuse a field's value: the message names the field and the rule, never the value, which may be a
+ * secret sent in the wrong field (a password where a DN belongs) and would otherwise reach the client, the server
+ * log, an audit entry's error and the bootstrap's report in the clear.
+ */
+export function invalidField(name: string, rule: string): BadRequestError {
+  return new BadRequestError(`invalid value for field "${name}": ${rule}`);
+}
+
 export class PermissionDeniedError extends StrongroomError {
   constructor(message = 'permission denied') { super(403, message); }
 }

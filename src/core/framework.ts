@@ -167,6 +167,12 @@ export interface PathDefinition<F extends Fields = Fields> {
   freeForm?: boolean;
   /** Answers only wrapped (sys/wrapping/wrap): a request without a wrap TTL is refused before the handler. */
   requiresWrapping?: boolean;
+  /**
+   * Keys of the answer's data whose values are secrets under a name that does not say so (a list of accessors under
+   * `keys`): an audit device hashes them whatever a mount's audit_non_hmac_response_keys says. Credential names
+   * (`password`, `id`, `accessor`, `*_token`, ...) need no declaration (src/core/audit/entry.ts).
+   */
+  secretResponseKeys?: readonly string[];
   description: string;
 }
 
@@ -264,6 +270,11 @@ export interface SystemView {
    * this node leads under the term it has now, so a former leader's write lands nowhere (a GuardError or false).
    */
   fence(): PreparedWrite;
+  /**
+   * The event `type` (e.g. `ldap/rotate`) with its metadata, as a write to commit with the change it reports
+   * (`StorageView.transaction`'s `alongside`): the event lands exactly when the change does (docs/events.md).
+   */
+  event(type: string, metadata: Record<string, string>): PreparedWrite;
   /** Whether this node leads now (on a store of its own, always). */
   leading(): boolean;
   /** Whether other nodes may share the store: then nothing can be assumed idle because this node is. */

@@ -5,7 +5,7 @@ import type { Logger } from 'pino';
 import type { Clock } from './clock.ts';
 import { BadRequestError, ConflictError, StrongroomError } from './errors.ts';
 import type { LeaseView, SecretType } from './framework.ts';
-import type { StorageCondition, StorageOp } from './storage/types.ts';
+import type { KeyOp, StorageCondition, StorageOp } from './storage/types.ts';
 import type { PreparedWrite, StorageView } from './storage/view.ts';
 
 export const leaseEntrySchema = z.object({
@@ -52,6 +52,8 @@ export interface LeaseManagerDeps {
   guards(lease: NewLease): StorageCondition[];
   retry: { baseDelayMs: number; maxAttempts: number };
   events?: LeaseEvents;
+  /** A `lease/*` event to commit with the change it reports (docs/events.md). */
+  announce?(type: string, metadata: Record<string, string>): PreparedWrite;
   /**
    * On a shared store (several nodes): this node's id, whether a node is alive, and the leader's fence. Revocations
    * are then claimed in storage first, and expiries carry the fence (docs/ha.md). Absent on a store of one node.
@@ -167,15 +169,23 @@ export class LeaseManager {
   /** A lease and the writes that store it, for committing together with what it belongs to (a token). */
   prepare(entry: NewLease): { lease: LeaseEntry; write: PreparedWrite } {
     const full: LeaseEntry = { ...entry, attempts: 0, nextAttempt: 0, irrevocable: false, revokeError: '', lastRenewal: 0, issuedAs: '' };
-    return { lease: full, write: { ops: this.#d.view.qualify(this.#records(full)), conditions: this.#d.guards(entry), committed: () => {
+    const event = this.#announce('lease/issued', full);
+    return { lease: full, write: { ops: [...this.#d.view.qualify(this.#records(full)), ...event.ops], conditions: this.#d.guards(entry), committed: () => {
       this.#armIfSoon(full);
       this.#d.events?.registered(full.mountPath);
+      event.committed();
     } } };
   }
 
+  /** The event of a secret lease's change (token leases are reported as tokens, not here); a no-op write without one. */
+  #announce(type: string, entry: LeaseEntry): PreparedWrite {
+    if (entry.kind !== 'secret' || !this.#d.announce) return { ops: [], committed: () => {} };
+    return this.#d.announce(type, { lease_id: entry.id, path: entry.id, mount_path: entry.mountPath, expire_time: new Date(entry.expireTime).toISOString() });
+  }
+
   /** The record of a lease and its index entries (expiry time, issuing token, the id it was issued under). */
-  #records(entry: LeaseEntry): StorageOp[] {
-    const ops: StorageOp[] = [{ type: 'put', key: `id/${entry.id}`, value: Buffer.from(JSON.stringify(entry)) }];
+  #records(entry: LeaseEntry): KeyOp[] {
+    const ops: KeyOp[] = [{ type: 'put', key: `id/${entry.id}`, value: Buffer.from(JSON.stringify(entry)) }];
     // An irrevocable lease waits for an operator, not a time (see #failed).
     if (!entry.irrevocable) ops.push({ type: 'put', key: `time/${bucketName(this.#dueAt(entry))}/${leaseKey(entry.id)}`, value: Buffer.from(entry.id) });
     else ops.push({ type: 'put', key: irrevocableKey(entry.id), value: Buffer.from(entry.id) });
@@ -198,6 +208,8 @@ export class LeaseManager {
    * exactly them, so it never lands on a lease another node revoked or changed meanwhile.
    */
   readonly #stored = new WeakMap<LeaseEntry, Buffer>();
+  /** Leases whose expiry is revoking them now: an engine that ends one meanwhile reports it expired, not revoked. */
+  readonly #expiringIds = new Set<string>();
 
   async #read(id: string): Promise<LeaseEntry | undefined> {
     const raw = await this.#d.view.get(`id/${id}`);
@@ -277,7 +289,7 @@ export class LeaseManager {
     const maxEnd = entry.issueTime + maxTtl * 1000;
     const ttl = Math.min(requested, Math.floor((maxEnd - now) / 1000));
     if (ttl <= 0) throw new BadRequestError('past the max TTL, cannot renew');
-    return this.#reschedule(entry, { ...entry, expireTime: now + ttl * 1000, lastRenewal: now, ttl: entry.ttl });
+    return this.#reschedule(entry, { ...entry, expireTime: now + ttl * 1000, lastRenewal: now, ttl: entry.ttl }, 'lease/renewed');
   }
 
   /** Moves a token lease's expiry (token renewals). */
@@ -314,7 +326,12 @@ export class LeaseManager {
    */
   async prepareEnd(id: string): Promise<PreparedWrite | undefined> {
     const entry = await this.get(id);
-    return entry && { ops: this.#d.view.qualify(this.#deletion(entry)), committed: () => this.#disarm(entry.id) };
+    if (!entry) return undefined;
+    const event = this.#announce(this.#expiringIds.has(entry.id) ? 'lease/expired' : 'lease/revoked', entry);
+    return { ops: [...this.#d.view.qualify(this.#deletion(entry)), ...event.ops], committed: () => {
+      this.#disarm(entry.id);
+      event.committed();
+    } };
   }
 
   /**
@@ -355,7 +372,8 @@ export class LeaseManager {
       else {
         const secret = this.#d.secretType(entry.mountPath, entry.secretType);
         if (!secret) throw new Error(`no engine at "${entry.mountPath}" can revoke secrets of type "${entry.secretType}"`);
-        await secret.revoke(this.#view(entry, entry.ttl));
+        if (expiry) this.#expiringIds.add(entry.id);
+        await secret.revoke(this.#view(entry, entry.ttl)).finally(() => this.#expiringIds.delete(entry!.id));
         this.#d.logger.debug({ lease_id: entry.id }, 'the engine revoked a lease');
       }
     } catch (err) {
@@ -366,7 +384,7 @@ export class LeaseManager {
       }
       this.#d.logger.warn({ lease_id: id, err: errorText(err) }, 'forced revocation ignored an engine error');
     }
-    await this.#delete(entry);
+    await this.#delete(entry, expiry ? 'lease/expired' : 'lease/revoked');
     this.#d.events?.revoked(entry.mountPath, started);
   }
 
@@ -458,24 +476,30 @@ export class LeaseManager {
   }
 
   /** A ConflictError when the lease changed since `before` was read (revoked or renewed through another node). */
-  async #reschedule(before: LeaseEntry, after: LeaseEntry): Promise<LeaseEntry> {
+  async #reschedule(before: LeaseEntry, after: LeaseEntry, event?: string): Promise<LeaseEntry> {
     const oldKey = `time/${bucketName(this.#dueAt(before))}/${leaseKey(before.id)}`;
     const newKey = `time/${bucketName(this.#dueAt(after))}/${leaseKey(after.id)}`;
     const ops = [{ type: 'put' as const, key: `id/${after.id}`, value: Buffer.from(JSON.stringify(after)) }];
-    const written = await this.#d.view.transaction(oldKey === newKey ? ops : [...ops, { type: 'delete', key: oldKey }, { type: 'put', key: newKey, value: Buffer.from(after.id) }], [this.#unchanged(before)]);
+    const written = await this.#d.view.transaction(oldKey === newKey ? ops : [...ops, { type: 'delete', key: oldKey }, { type: 'put', key: newKey, value: Buffer.from(after.id) }], [this.#unchanged(before)], event ? [this.#announce(event, after)] : []);
     if (!written) throw new ConflictError('the lease was revoked or changed meanwhile; read it again');
     this.#disarm(after.id);
     this.#armIfSoon(after);
     return after;
   }
 
-  async #delete(entry: LeaseEntry): Promise<void> {
+  /**
+   * Deletes the lease's records, with its event when the record was still there: an engine that ended the lease itself
+   * during its revocation (a library check-in) committed the event with its own record of the end.
+   */
+  async #delete(entry: LeaseEntry, event: string): Promise<void> {
     this.#disarm(entry.id);
-    await this.#d.view.transaction(this.#deletion(entry));
+    if (await this.#d.view.transaction(this.#deletion(entry), [this.#unchanged(entry)], [this.#announce(event, entry)])) return;
+    const present = (await this.#d.view.get(`id/${entry.id}`)) !== undefined;
+    await this.#d.view.transaction(this.#deletion(entry), [], present ? [this.#announce(event, entry)] : []);
   }
 
-  #deletion(entry: LeaseEntry): StorageOp[] {
-    const ops: StorageOp[] = [
+  #deletion(entry: LeaseEntry): KeyOp[] {
+    const ops: KeyOp[] = [
       { type: 'delete', key: `id/${entry.id}` },
       { type: 'delete', key: `time/${bucketName(this.#dueAt(entry))}/${leaseKey(entry.id)}` },
     ];

@@ -4,7 +4,8 @@ import type { Barrier } from './barrier.ts';
 import type { Clock } from './clock.ts';
 import type { Cluster } from './cluster.ts';
 import type { DisableMarks } from './disable-marks.ts';
-import { BadRequestError, ConflictError } from './errors.ts';
+import { BadRequestError, ConflictError, invalidField } from './errors.ts';
+import { pluginInfo, type Events } from './events/events.ts';
 import { fenceWrite } from './fence.ts';
 import type { Backend, BackendContext, BackendFactory, MountInfo } from './framework.ts';
 import { KeyedLock } from './keyed-lock.ts';
@@ -58,6 +59,7 @@ export class MountLifecycle {
   declare readonly tokens: Pick<TokenStore, 'prepareRepath'>;
   declare readonly cluster: Pick<Cluster, 'leading' | 'shared' | 'alive' | 'nodeId' | 'fence'>;
   declare readonly audit: Pick<AuditBroker, 'load'>;
+  declare readonly events: Pick<Events, 'outbox'>;
   declare readonly marks: Pick<DisableMarks, 'markDisabling' | 'unmark' | 'follow'>;
   declare readonly leadership: Pick<Leadership, 'startLeaderWork' | 'stopLeaderWork'>;
   /** The backends running here, by mount uuid; written only here, read by the other rooms. */
@@ -69,7 +71,7 @@ export class MountLifecycle {
    */
   readonly #mountChanges = new KeyedLock();
 
-  constructor(deps: Pick<MountLifecycle, 'options' | 'barrier' | 'systemView' | 'clock' | 'logger' | 'mounts' | 'policies' | 'leases' | 'tokens' | 'cluster' | 'audit' | 'marks' | 'leadership'> & { mounted: Map<string, Mounted>; shared: SharedStorage | undefined }) {
+  constructor(deps: Pick<MountLifecycle, 'options' | 'barrier' | 'systemView' | 'clock' | 'logger' | 'mounts' | 'policies' | 'leases' | 'tokens' | 'cluster' | 'audit' | 'events' | 'marks' | 'leadership'> & { mounted: Map<string, Mounted>; shared: SharedStorage | undefined }) {
     const { mounted, shared, ...rest } = deps;
     Object.assign(this, rest);
     this.#mounted = mounted;
@@ -104,7 +106,7 @@ export class MountLifecycle {
   async enableMount(fullPath: string, type: string, description: string, config: MountEntry['config']): Promise<MountEntry> {
     const cls = fullPath.startsWith('auth/') ? 'auth' : 'secret';
     type = this.options.backends.aliases?.[cls]?.[type] ?? type;
-    if (!this.options.backends[cls][type]) throw new BadRequestError(`invalid value for field "type": unknown ${cls === 'auth' ? 'auth method' : 'secrets engine'} type "${type}"`);
+    if (!this.options.backends[cls][type]) throw invalidField('type', `unknown ${cls === 'auth' ? 'auth method' : 'secrets engine'} type`);
     return this.#changeMounts(async () => {
       const entry = this.mounts.prepare(fullPath, type, cls, description, config);
       await this.instantiate(entry);
@@ -249,6 +251,7 @@ export class MountLifecycle {
         generateIdentityToken: (audience, ttl) => this.identityTokens.generate(this.mounts.get(entry.path) ?? entry, audience, ttl),
         mountOption: (name) => (this.mounts.get(entry.path) ?? entry).config[name as keyof MountEntry['config']] as string | undefined,
         fence: () => fenceWrite(this.cluster),
+        event: (type, metadata) => this.events.outbox.prepare(type, metadata, pluginInfo(entry)),
         leading: () => this.cluster.leading,
         shared: this.cluster.shared,
         nodeAlive: (id) => this.cluster.alive(id),

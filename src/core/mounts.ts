@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { BadRequestError, ConflictError, PermissionDeniedError } from './errors.ts';
+import { BadRequestError, ConflictError, invalidField, PermissionDeniedError } from './errors.ts';
 import { newUuid, randomHex } from './ids.ts';
 import type { Barrier } from './barrier.ts';
 import type { PreparedWrite } from './storage/view.ts';
@@ -36,7 +36,7 @@ export function normalizeMountPath(path: string, fieldName = 'path'): string {
   const p = path.replace(/^\/+/, '').replace(/\/+$/, '');
   if (p === '') throw new BadRequestError(`invalid value for field "${fieldName}": a mount path must not be empty`);
   if (!/^[\w.\-/]+$/.test(p) || p.split('/').some((s) => s === '' || s === '.' || s === '..')) {
-    throw new BadRequestError(`invalid value for field "${fieldName}": "${p}" may only hold letters, digits, "_", "-", "." and "/" separated segments`);
+    throw new BadRequestError(`invalid value for field "${fieldName}": a mount path may only hold letters, digits, "_", "-", "." and "/" separated segments`);
   }
   return `${p}/`;
 }
@@ -119,15 +119,15 @@ export class MountTable {
    */
   checkMove(from: string, to: string, entries = this.#entries): MountEntry {
     const current = entries.find((e) => e.path === from);
-    if (!current) throw new BadRequestError(`invalid value for field "from": no mount at "${from}"`);
-    if (SINGLETONS.has(current.type)) throw new BadRequestError(`invalid value for field "from": "${from}" is a built-in mount and cannot be moved`);
+    if (!current) throw invalidField('from', 'nothing is mounted there');
+    if (SINGLETONS.has(current.type)) throw invalidField('from', 'a built-in mount cannot be moved');
     const cls = to.startsWith('auth/') ? 'auth' : 'secret';
     if (cls !== current.class) {
       throw new BadRequestError(`invalid value for field "to": ${current.class === 'auth' ? 'an auth method moves to another auth/ path' : 'a secrets engine cannot move under auth/'}`);
     }
     const relative = cls === 'auth' ? to.slice('auth/'.length) : to;
     if (cls === 'secret' ? PROTECTED.some((p) => relative.startsWith(p) || p.startsWith(relative)) : relative === 'token/') {
-      throw new BadRequestError(`invalid value for field "to": "${to}" is a protected path`);
+      throw invalidField('to', 'a protected path');
     }
     const taken = entries.find((e) => e.path.startsWith(to) || to.startsWith(e.path));
     if (taken) throw new ConflictError(`invalid value for field "to": path is already in use at ${taken.path}`);

@@ -22,6 +22,7 @@ import type { PolicyStore } from './policy-store.ts';
 import type { CoreRequest, CoreResponse, ServedRequest } from './request.ts';
 import { isRootProtected, pathProblem } from './router.ts';
 import type { Sealing } from './seal.ts';
+import { withoutSentValues } from './sent-values.ts';
 import { GuardError } from './storage/view.ts';
 import type { TokenEntry, TokenStore } from './tokens.ts';
 import { VERSION } from './version.ts';
@@ -78,7 +79,7 @@ export class Pipeline {
       const res = await this.#handle(req, requestId, audit, served);
       return audit ? await this.audit.logResponse(audit, res) : res;
     } catch (err) {
-      const res = this.#errorResponse(err, requestId, req.path);
+      const res = this.#errorResponse(err, requestId, req);
       return audit ? await this.audit.logResponse(audit, res) : res;
     }
   }
@@ -119,7 +120,7 @@ export class Pipeline {
     // On an unauthenticated path a token still says who asks (sys/internal/ui/mounts answers by its policies): the
     // ACL does not judge the request, no use is counted, and an unusable token is as good as none.
     const caller: CallerInfo | undefined = usable && { clientToken: req.token!, accessor: usable.accessor, entityId: usable.entityId, displayName: usable.displayName, policies: usable.policies };
-    audit?.identify(path, operation, entry, input, usable, match?.def.fields);
+    audit?.identify(path, operation, entry, input, usable, match?.def.fields, match?.def.secretResponseKeys);
     let token: TokenEntry | undefined;
     if (!unauthenticated) {
       if (!usable) throw new PermissionDeniedError();
@@ -268,15 +269,15 @@ export class Pipeline {
     };
   }
 
-  #errorResponse(err: unknown, requestId: string, path: string): CoreResponse {
+  #errorResponse(err: unknown, requestId: string, req: CoreRequest): CoreResponse {
     // A token revoked or a mount disabled while the request ran: what it was about to store was refused.
     if (err instanceof GuardError) err = new PermissionDeniedError();
     // The node was sealed while the request ran.
     if (err instanceof UnsealError && this.sealing.sealed) err = new SealedError();
     if (err instanceof StrongroomError) {
-      return { status: err.status, headers: { ...err.headers, 'content-type': 'application/json' }, body: JSON.stringify({ errors: err.messages }) };
+      return { status: err.status, headers: { ...err.headers, 'content-type': 'application/json' }, body: JSON.stringify({ errors: withoutSentValues(err.messages, req.body, req.query) }) };
     }
-    this.logger.error({ err, request_id: requestId, path }, 'internal error');
+    this.logger.error({ err, request_id: requestId, path: req.path }, 'internal error');
     return { status: 500, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ errors: [`internal error (request ${requestId})`] }) };
   }
 }

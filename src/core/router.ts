@@ -4,8 +4,6 @@ import type { Backend, PathDefinition } from './framework.ts';
 export interface PathMatch {
   def: PathDefinition;
   params: Record<string, string>;
-  /** Where each named capture stands in the path; only for definitions that declare canonical names. */
-  spans?: Record<string, [number, number]>;
 }
 
 /**
@@ -15,10 +13,16 @@ export interface PathMatch {
  */
 export class PathTable {
   readonly #entries: Array<{ literal: string; re: RegExp; def: PathDefinition }>;
+  /**
+   * The same expressions with capture positions ('d'), for the definitions that declare canonical names. Positions
+   * cost ~1 µs a match, so they are asked for only when a spelling has to be rewritten, never for one already
+   * canonical (the usual request).
+   */
+  readonly #withIndices = new Map<PathDefinition, RegExp>();
 
   constructor(backend: Backend) {
-    // Capture positions cost every match, so only patterns with canonical names ask for them ('d').
-    this.#entries = backend.paths.map((def) => ({ literal: literalPrefix(def.pattern), re: new RegExp(`^(?:${def.pattern})$`, def.canonical ? 'd' : ''), def }));
+    this.#entries = backend.paths.map((def) => ({ literal: literalPrefix(def.pattern), re: new RegExp(`^(?:${def.pattern})$`), def }));
+    for (const def of backend.paths) if (def.canonical) this.#withIndices.set(def, new RegExp(`^(?:${def.pattern})$`, 'd'));
   }
 
   match(path: string): PathMatch | undefined {
@@ -28,10 +32,7 @@ export class PathTable {
       if (!m) continue;
       const params: Record<string, string> = {};
       if (m.groups) for (const name in m.groups) if (m.groups[name] !== undefined) params[name] = m.groups[name];
-      if (!def.canonical) return { def, params };
-      const spans: Record<string, [number, number]> = {};
-      for (const name in params) spans[name] = m.indices!.groups![name]!;
-      return { def, params, spans };
+      return { def, params };
     }
     return undefined;
   }
@@ -43,15 +44,18 @@ export class PathTable {
    */
   canonicalise(path: string, match: PathMatch): { path: string; match: PathMatch } {
     const canonical = match.def.canonical;
-    if (!canonical || !match.spans) return { path, match };
+    if (!canonical) return { path, match };
+    const names = Object.keys(canonical).filter((n) => match.params[n] !== undefined);
+    const values = new Map(names.map((n) => [n, canonical[n]!(match.params[n]!)]));
+    if (names.every((n) => values.get(n) === match.params[n])) return { path, match };
+    const spans = this.#withIndices.get(match.def)!.exec(path)!.indices!.groups!;
     let out = path;
     // Right to left, so earlier spans keep their positions.
-    const names = Object.keys(canonical).filter((n) => match.params[n] !== undefined).sort((a, b) => match.spans![b]![0] - match.spans![a]![0]);
+    names.sort((a, b) => spans[b]![0] - spans[a]![0]);
     for (const name of names) {
-      const [start, end] = match.spans[name]!;
-      out = out.slice(0, start) + canonical[name]!(match.params[name]!) + out.slice(end);
+      const [start, end] = spans[name]!;
+      out = out.slice(0, start) + values.get(name)! + out.slice(end);
     }
-    if (out === path) return { path, match };
     const again = this.match(out);
     if (!again || again.def !== match.def || names.some((n) => again.params[n] !== canonical[n]!(again.params[n]!))) {
       throw new BadRequestError('the request path names an object in a spelling that cannot be made canonical');

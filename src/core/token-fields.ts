@@ -5,7 +5,7 @@
 import { z } from 'zod';
 import { addressInCidrs, parseCidr } from '../lib/cidr.ts';
 import { normalizePolicies, normalizePolicyName } from './policy-store.ts';
-import { BadRequestError, PermissionDeniedError } from './errors.ts';
+import { BadRequestError, invalidField, PermissionDeniedError } from './errors.ts';
 import { field } from './fields.ts';
 import type { AuthResponse } from './framework.ts';
 import { refuseReservedPolicies } from './policy/reserved.ts';
@@ -125,7 +125,7 @@ export function validateTokenSettings(s: CheckedSettings, mountMaxTtl: number): 
     throw new BadRequestError(`invalid value for field "${named('token_period')}": token period of ${s.token_period}s is greater than the backend's maximum lease TTL of ${mountMaxTtl}s`);
   }
   for (const cidr of s.token_bound_cidrs) {
-    if (!parseCidr(cidr)) throw new BadRequestError(`invalid value for field "${named('token_bound_cidrs')}": "${cidr}" is not an IP address or CIDR block`);
+    if (!parseCidr(cidr)) throw invalidField(named('token_bound_cidrs'), 'an element is not an IP address or CIDR block');
   }
 }
 

@@ -4,10 +4,12 @@ import type { Core } from '../core/core.ts';
 import type { CoreResponse, ServedRequest } from '../core/request.ts';
 import { PayloadTooLargeError, StrongroomError } from '../core/errors.ts';
 import { accessLog } from './access-log.ts';
+import { eventStreams } from './events-stream.ts';
 import { cappedBody, storageUnavailable } from './admission.ts';
 import { OUTSIDE_API, parseBody, parseQuery, splitTarget } from './body.ts';
 import { answerListFromRawPacket } from './list-method.ts';
 import { tokenFromHeaders } from './token-header.ts';
+import { registerConsole } from './ui.ts';
 
 export interface AppOptions {
   logger: Logger;
@@ -135,6 +137,8 @@ export function buildApp(core: Core, opts: AppOptions): FastifyInstance {
   });
 
   app.setNotFoundHandler((_req, reply) => fail(reply, 404, [OUTSIDE_API]));
+  eventStreams(app, core);
+  registerConsole(app);
 
   app.route({
     method: ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH'],

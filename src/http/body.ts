@@ -12,7 +12,9 @@ export function parseBody(raw: string): Record<string, unknown> | undefined {
     try {
       value = JSON.parse(text);
     } catch (err) {
-      throw new BadRequestError(`failed to parse JSON input: ${(err as Error).message}`);
+      // Node's message quotes the text around the error, which may be a secret: only where it is.
+      const at = /position (\d+)/.exec((err as Error).message)?.[1];
+      throw new BadRequestError(`failed to parse JSON input: the body is not valid JSON${at ? ` (at character ${at})` : ''}`);
     }
     if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new BadRequestError('failed to parse JSON input: the body must be a JSON object');
     return value as Record<string, unknown>;

@@ -56,6 +56,9 @@ export const CLOUD_PROVIDER_REQUESTS = counter<{ api: ProviderApi; status: strin
   'strongroom_cloud_provider_requests_total', 'HTTP requests to the cloud provider, by API and status (network_error when no answer came).', ['api', 'status']);
 export const CLOUD_PROVIDER_RETRIES = counter<{ api: ProviderApi; reason: RetryReason }>(
   'strongroom_cloud_provider_retries_total', 'Provider calls retried, by API and reason (throttled: 429).', ['api', 'reason']);
+export const CLOUD_STATIC_ROTATIONS = counter<{ result: Result }>('strongroom_cloud_static_role_rotations_total', 'Scheduled cloud static-role steps that added a secret or failed, by result.', ['result']);
+export const CLOUD_STATIC_EXPIRY = gauge<{ role: string }>('strongroom_cloud_static_role_expiry_seconds', 'Seconds until the client secret a cloud static role serves expires (negative: expired), by role (an operator-created name).', ['role']);
+export const CLOUD_STATIC_FAILING = gauge('strongroom_cloud_static_roles_failing', 'Cloud static roles whose last rotation step failed (LIST rotation-failures).');
 export const CLOUD_CREDENTIALS = gauge('strongroom_cloud_credentials', 'Cloud credentials outstanding (leases not yet revoked).');
 
 export type LoginFailure = 'invalid_request' | 'unknown_role' | 'bound_cidrs' | 'not_configured' | 'jwt' | 'bound_principal' | 'resource' | 'upstream';

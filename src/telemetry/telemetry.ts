@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import type { Family, Labels, MountMetrics } from '../core/framework.ts';
 import type { CoreTelemetry } from '../core/metrics.ts';
+import type { EventCounters } from '../core/events/outbox.ts';
 import type { ServedRequest } from '../core/request.ts';
 import type { LeaseEvents } from '../core/leases.ts';
 import { LayeredStorage } from '../core/storage/layered.ts';
@@ -58,6 +59,8 @@ export interface CoreSources {
   leases: { counts(): Promise<{ leases: number; irrevocable: number }> };
   audit: { failures(): Record<string, { request: number; response: number }> };
   leading(): boolean;
+  /** This node's event counts (docs/events.md) and the records the cluster's event log holds. */
+  events?: { counters: EventCounters; logSize(): number };
 }
 
 interface RequestCells {
@@ -163,7 +166,17 @@ export class Telemetry implements CoreTelemetry {
     this.#source(vault('vault.audit.log_response_failure'), 'Response entries an audit device could not write (all devices).', 'counter', total('response'));
     this.#source('strongroom_audit_log_failures_total', 'Entries an audit device could not write, by device and entry (since the device was opened on this node).', 'counter',
       () => devices().flatMap(([device, d]) => (['request', 'response'] as const).map((entry) => ({ labels: { device, entry }, value: d[entry] }))));
+    if (core.events) this.#watchEvents(core.events);
     this.#source('strongroom_leader', 'Whether this node runs the cluster\'s background work (expiry, rotations); a node of its own always does.', 'gauge', () => [{ value: core.leading() ? 1 : 0 }]);
+  }
+
+  #watchEvents({ counters, logSize }: NonNullable<CoreSources['events']>): void {
+    this.#source('strongroom_events_published_total', 'Events this node committed to the event log.', 'counter', () => [{ value: counters.published }]);
+    this.#source('strongroom_events_delivered_total', 'Events this node sent to subscribers (WebSocket and Server-Sent Events).', 'counter', () => [{ value: counters.delivered }]);
+    this.#source('strongroom_events_dropped_total', 'Subscribers this node closed because they read too slowly (they resume with after=).', 'counter', () => [{ value: counters.dropped }]);
+    this.#source('strongroom_events_webhook_failures_total', 'Events a webhook did not accept after its last attempt (now in its dead-letter list).', 'counter', () => [{ value: counters.webhookFailures }]);
+    this.#source('strongroom_events_subscribers', 'Subscribers connected to this node.', 'gauge', () => [{ value: counters.subscribers }]);
+    this.#source('strongroom_events_log_records', 'Records in the cluster\'s event log (bounded by its retention).', 'gauge', () => [{ value: logSize() }]);
   }
 
   #source(name: string, help: string, type: 'gauge' | 'counter', read: () => Promise<Reading[]> | Reading[]): void {

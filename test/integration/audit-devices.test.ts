@@ -73,7 +73,7 @@ describe('sys/audit', () => {
 
   it.each([
     [{ type: 'syslog', options: {} }, /syslog audit device is not available: use a socket device/],
-    [{ type: 'kafka', options: {} }, /unknown audit device type "kafka"/],
+    [{ type: 'kafka', options: {} }, /invalid value for field "type": unknown audit device type/],
     [{ options: { file_path: 'discard' } }, /missing required field "type"/],
     [{ type: 'file', options: {} }, /missing required audit device option "file_path"/],
     [{ type: 'file', options: { file_path: 'relative/audit.log' } }, /"file_path": must be an absolute path/],
@@ -101,7 +101,7 @@ describe('sys/audit', () => {
     expect(file.body.errors[0]).toMatch(/the file audit device cannot be opened: ENOENT/);
     const socket = await s.request('PUT', 'sys/audit/nolistener', { body: { type: 'socket', options: { address: `127.0.0.1:${await freePort()}` } } });
     expect(socket.status).toBe(400);
-    expect(socket.body.errors[0]).toMatch(/the socket audit device cannot be opened: connect ECONNREFUSED/);
+    expect(socket.body.errors[0]).toMatch(/the socket audit device cannot be opened: ECONNREFUSED$/);
     expect((await s.request('GET', 'sys/audit')).body.data).toEqual({});
   });
 

@@ -1,11 +1,13 @@
 // Fail closed (docs/audit.md): with a device enabled, a request whose request entry no device could write is
 // refused before its handler runs, and a response entry no device could write turns the answer into a 500 (the
 // handler's effects stay). One device that writes is enough. Failures are visible (a warning, a count per device).
-// File targets that fail (/dev/full, a file that cannot be opened again after SIGHUP), socket collectors that die
+// File targets that fail (a file that cannot be opened again after SIGHUP), socket collectors that die
 // or stop reading, and log rotation by SIGHUP under load in a real server process.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { createSocket } from 'node:dgram';
 import { mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { field } from '../../src/core/fields.ts';
@@ -53,6 +55,19 @@ afterAll(async () => {
   logs.cleanup();
 });
 
+/**
+ * A file device whose every write fails from now on: its directory moved away by rotation and a file put in its
+ * place, then SIGHUP (ENOTDIR). Devices write only regular files inside the audit directory, so /dev/full is out.
+ */
+async function failingFile(path: string): Promise<void> {
+  const dir = join(logs.dir, `failing-${path}-${randomBytes(4).toString('hex')}`);
+  mkdirSync(dir);
+  await enableFile(s, path, join(dir, 'audit.log'));
+  renameSync(dir, `${dir}.old`);
+  writeFileSync(dir, 'not a directory');
+  await s.core.audit.reopen();
+}
+
 /** What kv/ holds at `key`, read past the API (which a failing device keeps closed). */
 async function stored(key: string): Promise<unknown> {
   const raw = await s.core.barrier.get(`logical/${s.core.mounts.get('kv/')!.uuid}/data/${key}`);
@@ -60,9 +75,8 @@ async function stored(key: string): Promise<unknown> {
 }
 
 describe('fail closed: the request entry', () => {
-  it('"a request whose request entry no device could write is refused with 500, and its handler never runs" (/dev/full)', async () => {
-    // mode 0000: leave /dev/full's own mode alone.
-    await enableFile(s, 'full', '/dev/full', { mode: '0000' });
+  it('"a request whose request entry no device could write is refused with 500, and its handler never runs"', async () => {
+    await failingFile('full');
     const r = await s.request('POST', 'kv/data/refused', { body: { value: 'never stored' } });
     expect(r).toMatchObject({ status: 500, body: { errors: [FAILURE] } });
     expect(await stored('refused')).toBeUndefined();
@@ -71,13 +85,13 @@ describe('fail closed: the request entry', () => {
   });
 
   it('"a failing device is visible": a warning naming the device and the reason, never the entry; at most one per interval, with the count', async () => {
-    await enableFile(s, 'visible', '/dev/full', { mode: '0000' });
+    await failingFile('visible');
     const warn = vi.spyOn(s.core.logger, 'warn');
     for (let i = 0; i < 3; i++) await s.request('POST', 'kv/data/visible', { body: { value: 'a value the log must not see' } });
     expect(warn).toHaveBeenCalledTimes(1);
     const [fields, message] = warn.mock.calls[0] as unknown as [Record<string, unknown>, string];
     expect(message).toBe('audit device could not write an entry');
-    expect(fields).toEqual({ audit_device: 'visible/', type: 'file', entry: 'request', reason: expect.stringMatching(/^ENOSPC: no space left on device/), failed_writes: 1 });
+    expect(fields).toEqual({ audit_device: 'visible/', type: 'file', entry: 'request', reason: 'ENOTDIR: not a directory', failed_writes: 1 });
     expect(JSON.stringify(warn.mock.calls)).not.toContain('a value the log must not see');
   });
 
@@ -130,10 +144,10 @@ describe('fail closed: the response entry', () => {
 });
 
 describe('several devices', () => {
-  it('"with two devices, one that writes is enough": requests succeed while /dev/full fails, and only the failing one counts failures', async () => {
+  it('"with two devices, one that writes is enough": requests succeed while one fails, and only the failing one counts failures', async () => {
     const file = logs.file('carrier.log');
     await enableFile(s, 'carrier', file);
-    await enableFile(s, 'full', '/dev/full', { mode: '0000' });
+    await failingFile('full');
     const before = s.core.audit.failures()['full/'];
     const r = await s.request('POST', 'kv/data/carried', { body: { value: 'v' } });
     expect(r.status).toBe(204);
@@ -244,7 +258,7 @@ describe('SIGHUP', () => {
     const port = await freePort();
     const url = `http://127.0.0.1:${port}/v1`;
     proc = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', 'src/main.ts'], {
-      env: { ...process.env, STRONGROOM_DEV: '1', STRONGROOM_DEV_ROOT_TOKEN: 'root', STRONGROOM_ADDR: `127.0.0.1:${port}`, STRONGROOM_LOG_LEVEL: 'warn' },
+      env: { ...process.env, STRONGROOM_DEV: '1', STRONGROOM_DEV_ROOT_TOKEN: 'root', STRONGROOM_ADDR: `127.0.0.1:${port}`, STRONGROOM_LOG_LEVEL: 'warn', STRONGROOM_AUDIT_DIR: tmpdir() },
       stdio: 'ignore',
     });
     const call = (method: string, path: string, body?: unknown) =>

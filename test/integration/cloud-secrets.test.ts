@@ -94,18 +94,18 @@ describe('roles/:name', () => {
     world.emu.state.addRoleDefinition({ roleName: 'Twin', actions: ['*/read'] });
     const other = seedApp(world.emu.state, { displayName: 'validation-target' });
     const cases: Array<[Record<string, unknown>, string, string]> = [
-      [{ cloud_roles: JSON.stringify([{ role_name: 'No Such Role', scope: subScope(world) }]) }, 'cloud_roles', "no role found for role_name: 'No Such Role'"],
-      [{ cloud_roles: JSON.stringify([{ role_id: '00000000-0000-0000-0000-000000000001', scope: subScope(world) }]) }, 'cloud_roles', 'no role found for role_id'],
+      [{ cloud_roles: JSON.stringify([{ role_name: 'No Such Role', scope: subScope(world) }]) }, 'cloud_roles', "element 1: no role found for its role_name"],
+      [{ cloud_roles: JSON.stringify([{ role_id: '00000000-0000-0000-0000-000000000001', scope: subScope(world) }]) }, 'cloud_roles', 'element 1: no role found for its role_id'],
       [{ cloud_roles: JSON.stringify([{ role_name: 'Twin', scope: subScope(world) }]) }, 'cloud_roles', 'multiple matches found'],
       [{ cloud_roles: '[{"role_name": "Reader"' }, 'cloud_roles', 'not valid JSON'],
       [{ cloud_roles: JSON.stringify([{ role_name: 'Reader', scope: '/subscriptions/../x' }]) }, 'cloud_roles', 'scope'],
       [{ cloud_roles: JSON.stringify([{ scope: subScope(world) }]) }, 'cloud_roles', 'role_name'],
-      [{ cloud_roles: JSON.stringify([{ role_name: 'Reader', scope: subScope(world) }, { role_name: 'reader', scope: subScope(world) }]) }, 'cloud_roles', 'duplicate role_id and scope'],
+      [{ cloud_roles: JSON.stringify([{ role_name: 'Reader', scope: subScope(world) }, { role_name: 'reader', scope: subScope(world) }]) }, 'cloud_roles', 'element 2: duplicate role_id and scope'],
       [{ ttl: 60 }, 'cloud_roles', 'either cloud_roles or application_object_id'],
       [{ application_object_id: other.objectId, permanently_delete: true }, 'permanently_delete', 'must be false if application_object_id is provided'],
       [{ application_object_id: world.tenant.admin.objectId }, 'application_object_id', "engine's own application"],
       [{ application_object_id: '11111111-1111-1111-1111-111111111111' }, 'application_object_id', 'no application found'],
-      [readerRole({ cloud_groups: JSON.stringify([{ group_name: 'nobody' }]) }), 'cloud_groups', "no group found for group_name: 'nobody'"],
+      [readerRole({ cloud_groups: JSON.stringify([{ group_name: 'nobody' }]) }), 'cloud_groups', "element 1: no group found for its group_name"],
       [readerRole({ sign_in_audience: 'AzureADMyOrg' }), 'sign_in_audience', 'CloudADMyOrg'],
       [readerRole({ tags: 'has space' }), 'tags', 'whitespaces'],
       [readerRole({ ttl: '2h', max_ttl: '1h' }), 'ttl', 'greater than max_ttl'],

@@ -58,7 +58,7 @@ describe('POST ldap/static-role/:name', () => {
   it.each(BIND_DN_SPELLINGS)('"a static role may not manage the bind account": dn spelled %s is a 400 naming dn', async (_spelling, dn) => {
     const r = await s.request('POST', 'ldap/static-role/takeover', { body: { username: 'takeover', dn: dn(), rotation_period: '1h' } });
     expect(r.status, JSON.stringify(r.body)).toBe(400);
-    expect(r.body.errors[0]).toBe(`dn: "${dn().trim()}" ${BINDS_AS}`);
+    expect(r.body.errors[0]).toBe(`invalid value for field "dn": the entry ${BINDS_AS}`);
     expect((await s.request('GET', 'ldap/static-role/takeover')).status).toBe(404);
     await bindPasswordUntouched();
   });
@@ -66,7 +66,7 @@ describe('POST ldap/static-role/:name', () => {
   it.each(['engine', 'ENGINE', ' Engine '])('"a username that resolves to the bind account is refused too": %j is a 400 naming username', async (username) => {
     const r = await s.request('POST', 'ldap/static-role/takeover', { body: { username, rotation_period: '1h' } });
     expect(r.status, JSON.stringify(r.body)).toBe(400);
-    expect(r.body.errors[0]).toBe(`username: "${username.trim()}" ${BINDS_AS}`);
+    expect(r.body.errors[0]).toBe(`invalid value for field "username": the account ${BINDS_AS}`);
     await bindPasswordUntouched();
   });
 
@@ -100,7 +100,7 @@ describe('POST ldap/library/:set_name', () => {
   it.each([['engine'], ['ENGINE']])('"a library set may not lend the bind account": %s is a 400 naming service_account_names, nothing is changed', async (name) => {
     const r = await s.request('POST', 'ldap/library/takeover', { body: { service_account_names: ['svc0', name] } });
     expect(r.status, JSON.stringify(r.body)).toBe(400);
-    expect(r.body.errors[0]).toBe(`invalid value for field "service_account_names": "${name}" ${BINDS_AS}`);
+    expect(r.body.errors[0]).toBe(`invalid value for field "service_account_names": element 2 ${BINDS_AS}`);
     expect((await s.request('GET', 'ldap/library/takeover')).status).toBe(404);
     // svc0 came first and was not enrolled either: its seeded password still works.
     expect(await canBind(facts.url, ou.serviceAccounts[0]!.dn, ou.serviceAccounts[0]!.password)).toBe(true);
@@ -186,7 +186,7 @@ describe('POST ldap/config', () => {
     const spelled = ou.users[0]!.dn.toUpperCase().replace(/,/g, ' , ');
     const r = await s.request('POST', 'ldap/config', { body: { binddn: spelled, bindpass: (await cred(s, 'app')).password } });
     expect(r.status, JSON.stringify(r.body)).toBe(400);
-    expect(r.body.errors[0]).toMatch(/^binddn: ".*" is an account this secrets engine manages \(static role "app"\)/);
+    expect(r.body.errors[0]).toMatch(/^binddn: the account is one this secrets engine manages \(static role "app"\)/);
     expect((await s.request('GET', 'ldap/config')).body.data.binddn).toBe(ou.engine.dn);
   });
 

@@ -146,10 +146,10 @@ describe('ldap/library/:set_name', () => {
   it.each([
     [{}, 'missing required field "service_account_names"'],
     [{ service_account_names: '' }, 'at least one service account is required'],
-    [{ service_account_names: ['svc0', 'SVC0'] }, '"SVC0" is listed more than once'],
+    [{ service_account_names: ['svc0', 'SVC0'] }, 'element 2 repeats an earlier one'],
     [{ service_account_names: 'svc0', ttl: '2h', max_ttl: '1h' }, 'invalid value for field "max_ttl": 3600s is shorter than ttl (7200s)'],
     [{ service_account_names: 'svc0', ttl: 'soon' }, 'invalid value for field "ttl"'],
-    [{ service_account_names: ['svc0', 'nobody'] }, '"nobody" was not found in the directory'],
+    [{ service_account_names: ['svc0', 'nobody'] }, 'element 2 was not found in the directory'],
   ])('"bad input is a 400 naming the field": %j', async (body, message) => {
     await setUp({});
     const r = await s.request('POST', 'ldap/library/bad', { body });
@@ -418,7 +418,7 @@ describe('ldap/library/:set_name/check-in', () => {
     const lent = await checkedOut('other');
     const r = await checkIn('team', 'root', ['svc1']);
     expect(r.status).toBe(400);
-    expect(r.body.errors[0]).toContain('"svc1" is not a member of library set "team"');
+    expect(r.body.errors[0]).toContain('element 1 is not a member of library set "team"');
     expect(await binds(lent.name, lent.password)).toBe(true);
   });
 });
@@ -512,7 +512,7 @@ describe('library check-out leases', () => {
     // The write that stores the lease fails (a full disk): the loan must not be stored without it.
     const transaction = s.core.barrier.transaction.bind(s.core.barrier);
     vi.spyOn(s.core.barrier, 'transaction').mockImplementationOnce(async (ops, conditions) => {
-      if (ops.some((op) => op.key.includes('/check-out/'))) throw new Error('disk full');
+      if (ops.some((op) => op.type !== 'append' && op.key.includes('/check-out/'))) throw new Error('disk full');
       return transaction(ops, conditions);
     });
     expect((await checkOut('solo')).status).toBe(500);
@@ -527,7 +527,7 @@ describe('library check-out leases', () => {
     const lent = await checkedOut('team');
     const committed = vi.spyOn(s.core.barrier, 'transaction');
     expect((await checkIn('team', 'root', [lent.name])).body.data).toEqual({ check_ins: [lent.name] });
-    const last = committed.mock.calls.at(-1)![0].map((op) => op.key);
+    const last = committed.mock.calls.at(-1)![0].flatMap((op) => (op.type === 'append' ? [] : [op.key]));
     expect(last.some((k) => k.endsWith(`library-account/${lent.name}`)) && last.some((k) => k.includes(lent.leaseId.split('/').at(-1)!))).toBe(true);
     expect((await s.request('POST', 'sys/leases/lookup', { body: { lease_id: lent.leaseId } })).status).toBe(400);
   });

@@ -129,7 +129,7 @@ describe('static role lifecycle', () => {
     [{ username: 'user0', rotation_period: 4 }, 'rotation_period must be 5 seconds or more'],
     [{ username: 'user0', rotation_period: 'abc' }, 'rotation_period'],
     [{ username: 'user0', rotation_period: 60, dn: 'not a dn' }, 'dn'],
-    [{ username: 'nobody', rotation_period: 60 }, 'username: no entry with cn="nobody"'],
+    [{ username: 'nobody', rotation_period: 60 }, 'username: no entry with the configured userattr equal to "nobody"'],
     [{ username: 'x', dn: `cn=ghost,${'ou=users,' + 'dc=strongroom,dc=test'}`, rotation_period: 60 }, 'dn: no entry'],
   ])('create %j is a 400 containing %s, and nothing is stored', async (body, message) => {
     const r = await s.request('POST', 'ldap/static-role/bad', { body });

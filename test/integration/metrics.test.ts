@@ -2,6 +2,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, inject, i
 import { FakeClock } from '../../src/core/clock.ts';
 import { MemoryStorage } from '../../src/core/storage/memory.ts';
 import { CountingStorage } from '../support/counting-storage.ts';
+import { startCollector } from '../support/audit.ts';
 import { startFullServer } from '../support/full-server.ts';
 import { configure, ok } from '../support/ldap-engine.ts';
 import { parseScrape, type Scrape } from '../support/prometheus.ts';
@@ -160,7 +161,10 @@ describe('the core\'s families', () => {
     const s = await server();
     // A device that writes keeps requests answered (one is enough); the other fails every entry.
     await ok(s, 'PUT', 'sys/audit/discard', { type: 'file', options: { file_path: 'discard' } });
-    await ok(s, 'PUT', 'sys/audit/full', { type: 'file', options: { file_path: '/dev/full' } });
+    // A collector that dies once the device is enabled: every later write to it fails.
+    const collector = await startCollector();
+    await ok(s, 'PUT', 'sys/audit/full', { type: 'socket', options: { address: collector.address } });
+    await collector.kill();
     expect((await s.request('GET', 'sys/mounts')).status).toBe(200);
     const m = await scrape(s);
     expect(m.value('vault_audit_log_request_failure')).toBeGreaterThanOrEqual(1);

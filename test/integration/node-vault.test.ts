@@ -4,6 +4,7 @@
 // the Azure emulator.
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import nodeVault from 'node-vault';
+import { seedApp } from '../support/azure-emulator/seed.ts';
 import { ENV_NAME, tokenWorks } from '../support/cloud-engine.ts';
 import { startFullServer, type FullServer } from '../support/full-server.ts';
 import { auditDir, readEntries } from '../support/audit.ts';
@@ -214,6 +215,27 @@ describe('cloud/', () => {
     expect(await tokenWorks(full.world, config.client_id as string, config.client_secret as string)).toBe(false);
     const after = await vault.read('cloud/creds/nv-reader');
     expect(await tokenWorks(full.world, after.data.client_id, after.data.client_secret)).toBe(true);
+  });
+
+  it('"static roles": static-roles write/read/list, static-creds (no lease), its /token, rotate-role and import through write, read and list', async () => {
+    const vault = client();
+    // The test above may have rotated the root secret: the config is written only when there is none.
+    if (!(await vault.read('cloud/config').catch(() => undefined))) await vault.write('cloud/config', full.cloudConfig());
+    const app = seedApp(full.world.emu.state, { displayName: 'nv-static' });
+    await vault.write('cloud/static-roles/nv-static', { application_object_id: app.objectId, ttl: '720h', metadata: { team: 'nv' } });
+    expect((await vault.read('cloud/static-roles/nv-static')).data).toMatchObject({ application_object_id: app.objectId, rotation_period: 720 * 3600, metadata: { team: 'nv' } });
+    expect((await vault.list('cloud/static-roles')).data.keys).toContain('nv-static');
+    const creds = await vault.read('cloud/static-creds/nv-static');
+    expect(creds).toMatchObject({ lease_id: '', data: { client_id: app.appId, metadata: { team: 'nv' } } });
+    expect(await tokenWorks(full.world, app.appId, creds.data.client_secret)).toBe(true);
+    const token = await vault.write('cloud/static-creds/nv-static/token', { scope: `${full.world.emu.graphUrl}/.default` });
+    expect((await full.world.emu.tokens.verify(token.data.access_token, 'graph')).ok).toBe(true);
+    await vault.write('cloud/rotate-role/nv-static', {});
+    await expect(vault.write('cloud/rotate-role/nv-static', {})).rejects.toMatchObject({ response: { statusCode: 409 } });
+    await vault.write('cloud/static-roles/nv-static/import', { secret_id: app.keyId, client_secret: app.clientSecret });
+    expect((await vault.read('cloud/static-creds/nv-static')).data).toMatchObject({ secret_id: app.keyId, client_secret: app.clientSecret });
+    await vault.delete('cloud/static-roles/nv-static');
+    await expect(vault.read('cloud/static-roles/nv-static')).rejects.toMatchObject({ response: { statusCode: 404 } });
   });
 });
 

@@ -175,7 +175,7 @@ describe('the schema, made at start under a lock', () => {
   it('"four nodes starting together on an empty database make one schema, without error"', async () => {
     const db = await database();
     const nodes = await Promise.all(Array.from({ length: 4 }, () => node(db.url)));
-    expect(await psql(db.url, 'SELECT version FROM strongroom_schema')).toEqual([{ version: 3 }]);
+    expect(await psql(db.url, 'SELECT version FROM strongroom_schema')).toEqual([{ version: 4 }]);
     expect(await psql(db.url, "SELECT proname FROM pg_proc WHERE proname = 'strongroom_write'")).toHaveLength(1);
     await nodes[0].put('seen/by', b('all'));
     for (const n of nodes) expect(text(await n.get('seen/by'))).toBe('all');
@@ -188,14 +188,14 @@ describe('the schema, made at start under a lock', () => {
     await first.close();
     const again = await node(db.url);
     expect(text(await again.get('kept'))).toBe('1');
-    expect(await psql(db.url, 'SELECT version FROM strongroom_schema')).toEqual([{ version: 3 }]);
+    expect(await psql(db.url, 'SELECT version FROM strongroom_schema')).toEqual([{ version: 4 }]);
   });
 
   it('"a schema newer than this build is refused at start, naming both versions"', async () => {
     const db = await database();
     await (await PostgresStorage.open(db.url)).close();
     await psql(db.url, 'UPDATE strongroom_schema SET version = 99');
-    await expect(PostgresStorage.open(db.url)).rejects.toThrow(/schema version 99, newer than this build's 3/);
+    await expect(PostgresStorage.open(db.url)).rejects.toThrow(/schema version 99, newer than this build's 4/);
     await expect(startTestServer({ postgresUrl: db.url })).rejects.toBeInstanceOf(StartupError);
   });
 });

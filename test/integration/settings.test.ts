@@ -2,12 +2,12 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, statSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { Writable } from 'node:stream';
 import { createLogger } from '../../src/logger.ts';
 import { createServer, resolveUnsealKey } from '../../src/server.ts';
-import { loadSettings, SettingsError } from '../../src/settings.ts';
+import { auditDirectory, loadSettings, SettingsError } from '../../src/settings.ts';
 
 const run = promisify(execFile);
 const dirs: string[] = [];
@@ -59,6 +59,13 @@ describe('settings', () => {
     expect(logged).toMatch(/No unseal key was given/);
     expect(logged).not.toContain(key.toString('base64'));
     expect(resolveUnsealKey(settings, createLogger('silent')).key.equals(key)).toBe(true);
+  });
+
+  it('"file audit devices write only in the audit directory": audit/ beside the SQLite database unless set; a relative setting is made absolute', () => {
+    expect(auditDirectory(loadSettings({ STRONGROOM_STORAGE: 'sqlite:/srv/strongroom/strongroom.db' }, []))).toBe('/srv/strongroom/audit');
+    expect(auditDirectory(loadSettings({ STRONGROOM_STORAGE: 'memory' }, []))).toBe(resolve('data', 'audit'));
+    expect(auditDirectory(loadSettings({ STRONGROOM_AUDIT_DIR: 'logs/audit' }, []))).toBe(resolve('logs', 'audit'));
+    expect(auditDirectory(loadSettings({}, ['--audit-dir', '/var/log/strongroom']))).toBe('/var/log/strongroom');
   });
 });
 

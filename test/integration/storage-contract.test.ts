@@ -159,4 +159,35 @@ describe.each(backends)('Storage contract (%s)', (_name, open) => {
     await Promise.all(Array.from({ length: 20 }, increment));
     expect(text(await s.get('counter'))).toBe('20');
   });
+  const append = (value: string): StorageOp => ({ type: 'append', value: b(value) });
+  const logged = async (s: Storage) => (await s.log.read(0, 10_000)).map((r) => [r.seq, text(r.value)]);
+
+  it('"an append lands with its transaction, or not at all when a condition fails"', async () => {
+    const s = await make();
+    expect(await s.transaction([...puts(['k']), append('first')], [{ key: 'k', expected: undefined }])).toBe(true);
+    expect(await s.transaction([...puts(['k']), append('lost')], [{ key: 'k', expected: undefined }])).toBe(false);
+    expect(await s.transaction([append('second'), append('third')])).toBe(true);
+    expect(await logged(s)).toEqual([[1, 'first'], [2, 'second'], [3, 'third']]);
+    expect(await s.log.stats()).toEqual({ count: 3, last: 3 });
+    expect((await s.log.read(1, 1)).map((r) => text(r.value))).toEqual(['second']);
+  });
+
+  it('"concurrent appending transactions get sequences 1..n, each once, in the order a reader sees them"', async () => {
+    const s = await make();
+    await Promise.all(Array.from({ length: 60 }, (_, i) => s.transaction([...puts([`c/${i}`]), append(`e${i}`)])));
+    const seqs = (await s.log.read(0, 1000)).map((r) => r.seq);
+    expect(seqs).toEqual(Array.from({ length: 60 }, (_, i) => i + 1));
+    expect(new Set((await s.log.read(0, 1000)).map((r) => text(r.value))).size).toBe(60);
+  });
+
+  it('"trim drops records older than the cut-off and all but the newest `keep`; sequences are never reused"', async () => {
+    const s = await make();
+    for (let i = 0; i < 5; i++) await s.transaction([append(`e${i}`)]);
+    expect(await s.log.trim(0, 3)).toBe(2);
+    expect((await logged(s)).map(([seq]) => seq)).toEqual([3, 4, 5]);
+    expect(await s.log.trim(Date.now() + 60_000, 100)).toBe(3);
+    await s.transaction([append('after')]);
+    expect(await logged(s)).toEqual([[6, 'after']]);
+    expect(await s.log.stats()).toEqual({ count: 1, last: 6 });
+  });
 });

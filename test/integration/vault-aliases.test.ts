@@ -72,7 +72,7 @@ describe('auth/cloud/role/:name', () => {
     ['ttl', { ttl: '2h', token_max_ttl: '1h' }, /field "ttl": 'ttl' cannot be greater than 'token_max_ttl'/],
     ['max_ttl', { token_ttl: '2h', max_ttl: '1h' }, /field "token_ttl": 'token_ttl' cannot be greater than 'max_ttl'/],
     ['num_uses', { num_uses: -1 }, /field "num_uses": 'num_uses' cannot be negative/],
-    ['bound_cidrs', { bound_cidrs: 'not-a-cidr' }, /field "bound_cidrs": "not-a-cidr" is not an IP address or CIDR block/],
+    ['bound_cidrs', { bound_cidrs: 'not-a-cidr' }, /field "bound_cidrs": an element is not an IP address or CIDR block/],
     ['period', { period: '100000h' }, /field "period": token period/],
   ])('"errors name the field the client sent": %s', async (_name, body, message) => {
     const res = await req('POST', 'auth/cloud/role/refused', { ...bound(), ...body });
@@ -143,8 +143,8 @@ describe('cloud/roles/:name', () => {
 
   it.each([
     ['azure_roles', () => ({ azure_roles: '[{"scope": ' }), /field "azure_roles": not valid JSON/],
-    ['azure_roles', () => ({ azure_roles: JSON.stringify([{ role_name: 'No Such Role', scope: `/subscriptions/${full.world.tenant.subscriptionId}` }]) }), /field "azure_roles": no role found/],
-    ['azure_groups', () => ({ azure_roles: full.readerRoles(), azure_groups: JSON.stringify([{ object_id: 'nope' }]) }), /field "azure_groups": object_id 'nope' is not a GUID/],
+    ['azure_roles', () => ({ azure_roles: JSON.stringify([{ role_name: 'No Such Role', scope: `/subscriptions/${full.world.tenant.subscriptionId}` }]) }), /field "azure_roles": element 1: no role found/],
+    ['azure_groups', () => ({ azure_roles: full.readerRoles(), azure_groups: JSON.stringify([{ object_id: 'nope' }]) }), /field "azure_groups": element 1: object_id is not a GUID/],
   ])('"errors name the field the client sent": %s', async (_name, body, message) => {
     const res = await req('POST', 'cloud/roles/refused', body());
     expect(res.status, JSON.stringify(res.body)).toBe(400);

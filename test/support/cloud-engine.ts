@@ -7,7 +7,7 @@ import { ClientSecretCredential } from '@azure/identity';
 import type { Clock } from '../../src/core/clock.ts';
 import { cloudSecretsEngine, type CloudEngineOptions } from '../../src/engines/cloud/index.ts';
 import { seedTenant, type SeededTenant } from './azure-emulator/seed.ts';
-import { startEmulator, type Emulator } from './azure-emulator/server.ts';
+import { startEmulator, type Emulator, type EmulatorOptions } from './azure-emulator/server.ts';
 import { startTestServer, type TestServer, type TestServerOptions } from './server.ts';
 
 export const ENV_NAME = 'StrongroomEmulator';
@@ -19,8 +19,8 @@ export interface CloudWorld {
   envFile: string;
 }
 
-export async function startCloudWorld(): Promise<CloudWorld> {
-  const emu = await startEmulator({ pageSize: 2 });
+export async function startCloudWorld(opts: EmulatorOptions = {}): Promise<CloudWorld> {
+  const emu = await startEmulator({ pageSize: 2, ...opts });
   const tenant = seedTenant(emu.state, { groups: ['readers', 'writers'] });
   const dir = await mkdtemp(join(tmpdir(), 'cloud-engine-env-'));
   const envFile = join(dir, 'environment.json');

@@ -47,5 +47,6 @@ export class CountingStorage implements Storage {
   }
   close() { return this.inner.close(); }
   get failure() { return this.inner.failure; }
+  get log() { return this.inner.log; }
   onFailure(listener: (err: Error) => void) { this.inner.onFailure(listener); }
 }

@@ -1,6 +1,7 @@
 /**
- * Reads a Dockerfile's instructions, so tests can perform and check its steps without a Docker engine. Enough of
- * the format for our two Dockerfiles: line continuations, comments, stages, JSON (exec) forms and COPY's --from.
+ * Reads a Dockerfile's instructions, so tests can check what it names (base images, ENV, COPY sources) against the
+ * files that depend on them. Enough of the format for our two Dockerfiles: line continuations, comments, stages and
+ * COPY's --from.
  */
 import { readFileSync } from 'node:fs';
 
@@ -54,20 +55,6 @@ export function keyValuePairs(stage: Stage, keyword: string): Record<string, str
   return out;
 }
 
-/** The one instruction of its kind in the stage (CMD, HEALTHCHECK, USER, STOPSIGNAL...). */
-export function only(stage: Stage, keyword: string): string {
-  const found = instructions(stage, keyword);
-  if (found.length !== 1) throw new Error(`expected one ${keyword} in the stage FROM ${stage.image}, found ${found.length}`);
-  return found[0];
-}
-
-/** An exec-form argument list (`["node", "src/main.ts"]`). */
-export function execForm(args: string): string[] {
-  const list = JSON.parse(args) as unknown;
-  if (!Array.isArray(list) || !list.every((a) => typeof a === 'string')) throw new Error(`expected an exec form, got ${args}`);
-  return list;
-}
-
 export function copies(stage: Stage): Copy[] {
   return instructions(stage, 'COPY').map((args) => {
     const words = args.split(/\s+/);
@@ -75,12 +62,4 @@ export function copies(stage: Stage): Copy[] {
     const paths = words.filter((w) => !w.startsWith('--'));
     return { from, sources: paths.slice(0, -1), dest: paths.at(-1)! };
   });
-}
-
-/** The HEALTHCHECK's options (`--interval=30s` as interval: '30s') and its command. */
-export function healthcheck(stage: Stage): { options: Record<string, string>; command: string[] } {
-  const m = /^((?:--[a-z-]+=\S+\s+)*)CMD\s+(\[.*\])$/.exec(only(stage, 'HEALTHCHECK'));
-  if (!m) throw new Error('expected HEALTHCHECK [--option=value ...] CMD [exec form]');
-  const options = Object.fromEntries(m[1].trim().split(/\s+/).filter(Boolean).map((o) => o.slice(2).split('=') as [string, string]));
-  return { options, command: execForm(m[2]) };
 }

@@ -3,6 +3,7 @@
  * log lines are kept (parsed), and it can be stopped, or killed outright. Free of vitest imports, so bench/ can use it.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { tmpdir } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { freePort } from './ports.ts';
 
@@ -57,7 +58,7 @@ export async function spawnNode(storage: string, unsealKey: string, env: Record<
   const proc = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', MAIN], {
     env: {
       ...process.env, STRONGROOM_STORAGE: storage, STRONGROOM_UNSEAL_KEY: unsealKey, STRONGROOM_ADDR: `127.0.0.1:${port}`,
-      STRONGROOM_DEV: '1', STRONGROOM_DEV_ROOT_TOKEN: 'root', STRONGROOM_LOG_LEVEL: 'debug', ...env,
+      STRONGROOM_DEV: '1', STRONGROOM_DEV_ROOT_TOKEN: 'root', STRONGROOM_LOG_LEVEL: 'debug', STRONGROOM_AUDIT_DIR: tmpdir(), ...env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -44,6 +44,8 @@ export async function startTestServer(opts: TestServerOptions = {}): Promise<Tes
     STRONGROOM_STORAGE: opts.postgresUrl ?? (opts.storage === 'sqlite' ? `sqlite:${join(dataDir, 'strongroom.db')}` : 'memory'),
     STRONGROOM_UNSEAL_KEY: unsealKey,
     STRONGROOM_LOG_LEVEL: process.env.STRONGROOM_TEST_LOG_LEVEL ?? 'silent',
+    // Audit tests keep their logs in directories of their own under it (audit.ts `auditDir`).
+    STRONGROOM_AUDIT_DIR: tmpdir(),
     ...opts.env,
   }, []);
   const server = await createServer(settings, createLogger(settings.STRONGROOM_LOG_LEVEL), { clock: opts.clock, backends: opts.backends, storage: opts.storageInstance, cluster: opts.cluster });

@@ -34,24 +34,24 @@ describe('parseHcl', () => {
   it.each([
     ['unterminated string', 'a = "abc\nb = 1', 'line 1, column 5: unterminated string (use a heredoc for multi-line text)'],
     ['unterminated block comment', 'a = 1 /* open', 'line 1, column 7: unterminated /* comment'],
-    ['unterminated heredoc', 'a = <<EOT\ntext\n', 'line 1, column 5: unterminated heredoc: no closing line "EOT"'],
+    ['unterminated heredoc', 'a = <<EOT\ntext\n', 'line 1, column 5: unterminated heredoc: no line closes it with its marker'],
     ['heredoc without newline after the marker', 'a = <<EOT text', 'line 1, column 5: expected a heredoc marker such as <<EOT followed by a newline'],
-    ['unknown escape', 'a = "\\q"', 'line 1, column 6: invalid escape sequence "\\q" in string'],
-    ['short unicode escape', 'a = "\\u12"', 'line 1, column 6: invalid escape sequence "\\u" in string'],
-    ['stray character', 'a = 1\nb = @', 'line 2, column 5: unexpected character "@"'],
-    ['number with a unit', 'ttl = 30m', 'line 1, column 7: invalid number "30m" (quote values that carry units, such as "30m")'],
-    ['key without value', 'a', 'line 1, column 2: expected "=" or "{" after key "a", found end of input'],
-    ['label without block', 'path "x" = 1', 'line 1, column 10: expected "{" to open the "path" block, found "="'],
+    ['unknown escape', 'a = "\\q"', 'line 1, column 6: invalid escape sequence in string'],
+    ['short unicode escape', 'a = "\\u12"', 'line 1, column 6: invalid escape sequence in string'],
+    ['stray character', 'a = 1\nb = @', 'line 2, column 5: unexpected character'],
+    ['number with a unit', 'ttl = 30m', 'line 1, column 7: invalid number (quote values that carry units, such as "30m")'],
+    ['key without value', 'a', 'line 1, column 2: expected "=" or "{" after the key on line 1, found end of input'],
+    ['label without block', 'path "x" = 1', 'line 1, column 10: expected "{" to open the block of the key on line 1, found "="'],
     ['unclosed block', 'path "x" {\n a = 1\n', 'line 3, column 1: expected "}" to close the block opened at line 1, found end of input'],
-    ['list items without commas', 'a = ["x" "y"]', 'line 1, column 10: expected "," or "]" in the list opened at line 1, found string "y"'],
-    ['bare identifier as value', 'a = read', 'line 1, column 5: expected a value (quoted string, number, true/false, list or object), found identifier read'],
-    ['null', '{"a": null}', 'line 1, column 7: null is not supported; expected a value, found identifier null'],
+    ['list items without commas', 'a = ["x" "y"]', 'line 1, column 10: expected "," or "]" in the list opened at line 1, found a string'],
+    ['bare identifier as value', 'a = read', 'line 1, column 5: expected a value (quoted string, number, true/false, list or object), found an identifier'],
+    ['null', '{"a": null}', 'line 1, column 7: null is not supported; expected a value, found an identifier'],
     ['stray closing brace', 'a = 1 }', 'line 1, column 7: expected a key (identifier or quoted string), found "}"'],
     ['JSON trailing comma in list', '{"a": [1,]}', 'line 1, column 10: expected a value after "," (JSON has no trailing commas), found "]"'],
-    ['JSON unquoted key', '{a: 1}', 'line 1, column 2: expected a quoted key in JSON object, found identifier a'],
+    ['JSON unquoted key', '{a: 1}', 'line 1, column 2: expected a quoted key in JSON object, found an identifier'],
     ['JSON "=" instead of ":"', '{"a" = 1}', 'line 1, column 6: expected ":" after JSON key "a", found "="'],
-    ['JSON missing comma', '{"a": 1 "b": 2}', 'line 1, column 9: expected "," or "}" in the JSON object opened at line 1, found string "b"'],
-    ['text after a JSON document', '{"a": 1} x', 'line 1, column 10: expected end of input, found identifier x'],
+    ['JSON missing comma', '{"a": 1 "b": 2}', 'line 1, column 9: expected "," or "}" in the JSON object opened at line 1, found a string'],
+    ['text after a JSON document', '{"a": 1} x', 'line 1, column 10: expected end of input, found an identifier'],
   ])('rejects %s', (_name, text, message) => {
     const err = (() => {
       try {
@@ -105,13 +105,13 @@ path "secret/+/config" {
     expect(p.paths).toEqual([
       {
         path: 'secret/data/*', capabilities: ['read', 'list'], allowedParameters: new Map(), deniedParameters: new Map(),
-        requiredParameters: [], minWrappingTtl: 0, maxWrappingTtl: 0,
+        requiredParameters: [], minWrappingTtl: 0, maxWrappingTtl: 0, subscribeEventTypes: [],
       },
       {
         path: 'secret/+/config', capabilities: ['create', 'read', 'update', 'delete', 'list'],
         allowedParameters: new Map<string, unknown[]>([['ttl', ['1h', '2h']], ['any', []]]),
         deniedParameters: new Map<string, unknown[]>([['admin', []]]),
-        requiredParameters: ['name'], minWrappingTtl: 60, maxWrappingTtl: 3600,
+        requiredParameters: ['name'], minWrappingTtl: 60, maxWrappingTtl: 3600, subscribeEventTypes: [],
       },
     ]);
   });
@@ -159,37 +159,37 @@ path "secret/+/config" {
     ['empty text', '  \n', "'policy' parameter not supplied or empty"],
     ['HCL syntax error, with line and column', 'path "a" {\n  capabilities = ["read"\n}',
       'failed to parse policy: line 3, column 1: expected "," or "]" in the list opened at line 2, found "}"'],
-    ['invalid capability', caps('secret/*', 'read', 'reed'), 'failed to parse policy: path "secret/*": invalid capability "reed"'],
-    ['invalid legacy policy', rule('a', 'policy = "admin"'), 'failed to parse policy: path "a": invalid policy "admin"'],
-    ['non-string legacy policy', rule('a', 'policy = 1'), 'failed to parse policy: path "a": invalid policy on line 2'],
-    ['"+*" wildcard', caps('/secret/+*', 'read'), `failed to parse policy: path "secret/+*": invalid use of wildcards ('+*' is forbidden)`],
-    ['unknown top-level keys, all named', 'paths "a" {}\nfoo = 1', 'failed to parse policy: invalid key "paths" on line 1; invalid key "foo" on line 2'],
+    ['invalid capability', caps('secret/*', 'read', 'reed'), 'failed to parse policy: path block on line 1: invalid capability on line 2'],
+    ['invalid legacy policy', rule('a', 'policy = "admin"'), 'failed to parse policy: path block on line 1: invalid policy on line 2'],
+    ['non-string legacy policy', rule('a', 'policy = 1'), 'failed to parse policy: path block on line 1: invalid policy on line 2'],
+    ['"+*" wildcard', caps('/secret/+*', 'read'), `failed to parse policy: path block on line 1: invalid use of wildcards ('+*' is forbidden)`],
+    ['unknown top-level keys, all named by line', 'paths "a" {}\nfoo = 1', 'failed to parse policy: invalid key on line 1; invalid key on line 2'],
     ['unknown path key', 'path "a" {\n  capabilities = []\n  capability = ["read"]\n}',
-      'failed to parse policy: path "a": invalid key "capability" on line 3'],
-    ['Enterprise-only path key', rule('a', 'mfa_methods = ["totp"]'), 'failed to parse policy: path "a": "mfa_methods" on line 2 is not supported by Strongroom'],
+      'failed to parse policy: path block on line 1: invalid key on line 3'],
+    ['Enterprise-only path key', rule('a', 'mfa_methods = ["totp"]'), 'failed to parse policy: path block on line 1: "mfa_methods" on line 2 is not supported by Strongroom'],
     ['duplicate path key', 'path "a" {\n  capabilities = ["read"]\n  capabilities = ["list"]\n}',
-      'failed to parse policy: path "a": duplicate key "capabilities" on line 3'],
-    ['capabilities not a list', rule('a', 'capabilities = "read"'), 'failed to parse policy: path "a": capabilities on line 2 must be a list of strings'],
-    ['capabilities with a non-string', rule('a', 'capabilities = ["read", 1]'), 'failed to parse policy: path "a": capabilities on line 2 must be a list of strings'],
-    ['required_parameters not a list', rule('a', 'required_parameters = "x"'), 'failed to parse policy: path "a": required_parameters on line 2 must be a list of strings'],
+      'failed to parse policy: path block on line 1: duplicate key "capabilities" on line 3'],
+    ['capabilities not a list', rule('a', 'capabilities = "read"'), 'failed to parse policy: path block on line 1: capabilities on line 2 must be a list of strings'],
+    ['capabilities with a non-string', rule('a', 'capabilities = ["read", 1]'), 'failed to parse policy: path block on line 1: capabilities on line 2 must be a list of strings'],
+    ['required_parameters not a list', rule('a', 'required_parameters = "x"'), 'failed to parse policy: path block on line 1: required_parameters on line 2 must be a list of strings'],
     ['allowed_parameters not a map', rule('a', 'allowed_parameters = ["ttl"]'),
-      'failed to parse policy: path "a": allowed_parameters on line 2 must be a map of parameter name to a list of values'],
+      'failed to parse policy: path block on line 1: allowed_parameters on line 2 must be a map of parameter name to a list of values'],
     ['allowed_parameters value not a list', rule('a', 'allowed_parameters = { ttl = "1h" }'),
-      'failed to parse policy: path "a": allowed_parameters "ttl" on line 2 must be a list of values (an empty list allows any value)'],
+      'failed to parse policy: path block on line 1: allowed_parameters entry on line 2 must be a list of values (an empty list allows any value)'],
     ['denied_parameters key listed twice', rule('a', 'denied_parameters = { ttl = [], TTL = [] }'),
-      'failed to parse policy: path "a": denied_parameters "TTL" on line 2 is listed twice'],
-    ['labelled value', rule('a', 'capabilities "x" { }'), 'failed to parse policy: path "a": "capabilities" on line 2 takes a value, not a labelled block'],
-    ['bad duration unit', rule('a', 'min_wrapping_ttl = "5x"'), 'failed to parse policy: path "a": error parsing min_wrapping_ttl: time: unknown unit "x" in duration "5x"'],
-    ['duration without unit', rule('a', 'max_wrapping_ttl = "1.5"'), 'failed to parse policy: path "a": error parsing max_wrapping_ttl: time: missing unit in duration "1.5"'],
-    ['duration that is not a duration', rule('a', 'max_wrapping_ttl = "h"'), 'failed to parse policy: path "a": error parsing max_wrapping_ttl: time: invalid duration "h"'],
-    ['duration of the wrong type', rule('a', 'max_wrapping_ttl = [1]'), 'failed to parse policy: path "a": error parsing max_wrapping_ttl: could not parse duration from input'],
-    ['negative duration', rule('a', 'min_wrapping_ttl = "-5m"'), 'failed to parse policy: path "a": min_wrapping_ttl on line 2 must not be negative'],
+      'failed to parse policy: path block on line 1: denied_parameters entry on line 2 names a parameter listed before'],
+    ['labelled value', rule('a', 'capabilities "x" { }'), 'failed to parse policy: path block on line 1: "capabilities" on line 2 takes a value, not a labelled block'],
+    ['bad duration unit', rule('a', 'min_wrapping_ttl = "5x"'), 'failed to parse policy: path block on line 1: error parsing min_wrapping_ttl: time: unknown unit in duration (units: ns, us, µs, μs, ms, s, m, h)'],
+    ['duration without unit', rule('a', 'max_wrapping_ttl = "1.5"'), 'failed to parse policy: path block on line 1: error parsing max_wrapping_ttl: time: missing unit in duration'],
+    ['duration that is not a duration', rule('a', 'max_wrapping_ttl = "h"'), 'failed to parse policy: path block on line 1: error parsing max_wrapping_ttl: time: invalid duration'],
+    ['duration of the wrong type', rule('a', 'max_wrapping_ttl = [1]'), 'failed to parse policy: path block on line 1: error parsing max_wrapping_ttl: could not parse duration from input'],
+    ['negative duration', rule('a', 'min_wrapping_ttl = "-5m"'), 'failed to parse policy: path block on line 1: min_wrapping_ttl on line 2 must not be negative'],
     ['max_wrapping_ttl below min_wrapping_ttl', rule('a', 'min_wrapping_ttl = "1h"\nmax_wrapping_ttl = "1m"'),
-      'failed to parse policy: path "a": max_wrapping_ttl cannot be less than min_wrapping_ttl'],
-    ['comment that is not a string', rule('a', 'comment = 1'), 'failed to parse policy: path "a": comment on line 2 must be a string'],
+      'failed to parse policy: path block on line 1: max_wrapping_ttl cannot be less than min_wrapping_ttl'],
+    ['comment that is not a string', rule('a', 'comment = 1'), 'failed to parse policy: path block on line 1: comment on line 2 must be a string'],
     ['name that is not a string', 'name = 1', 'failed to parse policy: "name" on line 1 must be a string'],
     ['two labels on a path block', 'path "a" "b" {}', 'failed to parse policy: "path" on line 1: expected one label, found 2'],
-    ['path block that is not a block', '{"path": {"a": "read"}}', 'failed to parse policy: path "a" on line 1: expected a block body'],
+    ['path block that is not a block', '{"path": {"a": "read"}}', 'failed to parse policy: path block on line 1: expected a block body'],
     ['path without a label', 'path = ["a"]', 'failed to parse policy: "path" on line 1: expected path "<label>" { ... } blocks'],
   ])('rejects %s', (_name, text, message) => {
     expect(() => parseAclPolicy('p', text)).toThrowError(new PolicyParseError(message));
@@ -199,6 +199,30 @@ path "secret/+/config" {
       expect(err).toBeInstanceOf(PolicyParseError);
       expect(err).toMatchObject({ status: 400 });
     }
+  });
+});
+
+describe('parseAclPolicy errors name a line, never the text (docs/security.md, class 3)', () => {
+  // A secret pasted in the wrong place of a policy: as a path label, a key, a parameter name.
+  const secret = 'Tr0ub4dor-acl-canary';
+  it.each([
+    ['a label with "+*"', caps(`${secret}+*`, 'read')],
+    ['a label whose block is not a block', `{"path": {"${secret}": "read"}}`],
+    ['a label whose block has an invalid capability', caps(secret, 'reed')],
+    ['an unknown top-level key', `${secret} = 1`],
+    ['an unknown key in a path block', rule('a', `${secret} = ["read"]`)],
+    ['a parameter name whose value is not a list', rule(secret, `allowed_parameters = { "${secret}" = "x" }`)],
+    ['a parameter name listed twice', rule(secret, `denied_parameters = { "${secret}" = [], "${secret.toUpperCase()}" = [] }`)],
+    ['a label whose duration is bad', rule(secret, 'min_wrapping_ttl = "5x"')],
+  ])('%s', (_name, text) => {
+    let message = '';
+    try {
+      parseAclPolicy('p', text);
+    } catch (err) {
+      message = (err as Error).message;
+    }
+    expect(message).toMatch(/^failed to parse policy: .*line \d/);
+    expect(message.toLowerCase()).not.toContain(secret.toLowerCase());
   });
 });
 

@@ -80,7 +80,7 @@ class KeyringWrites extends MemoryStorage {
   }
   override async transaction(ops: StorageOp[], conditions?: StorageCondition[]): Promise<boolean> {
     const applied = await super.transaction(ops, conditions);
-    if (applied && ops.some((op) => op.key === 'core/keyring')) this.count++;
+    if (applied && ops.some((op) => op.type !== 'append' && op.key === 'core/keyring')) this.count++;
     return applied;
   }
 }
@@ -205,7 +205,7 @@ class SlowKeyringCommit extends MemoryStorage {
   release: (() => void) | undefined;
   override async transaction(ops: StorageOp[], conditions?: StorageCondition[]): Promise<boolean> {
     const applied = await super.transaction(ops, conditions);
-    if (ops.some((op) => op.key === 'core/keyring') && this.hold) {
+    if (ops.some((op) => op.type !== 'append' && op.key === 'core/keyring') && this.hold) {
       this.hold = false;
       await new Promise<void>((resolve) => (this.release = resolve));
     }

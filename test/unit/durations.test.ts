@@ -14,8 +14,8 @@ describe('parseDurationSecond', () => {
   });
 
   it.each([
-    ['1d12h', /unknown unit "d"/], ['1.5', /missing unit/], ['soon', /invalid duration/], [{}, /could not parse duration/],
-    ['1e400', /unknown unit "e"/], ['1e400s', /unknown unit "e"/], [true, /could not parse duration/], [[60], /could not parse duration/],
+    ['1d12h', /unknown unit in duration/], ['1.5', /missing unit/], ['soon', /invalid duration/], [{}, /could not parse duration/],
+    ['1e400', /unknown unit in duration/], ['1e400s', /unknown unit in duration/], [true, /could not parse duration/], [[60], /could not parse duration/],
     [Number.POSITIVE_INFINITY, /could not parse duration/], [Number.NaN, /could not parse duration/],
   ])('"%s" is refused', (input, message) => {
     expect(() => parseDurationSecond(input)).toThrow(message);
@@ -54,8 +54,8 @@ describe('parseDurationSecond', () => {
     expect(parseDurationSecond(`${' '.repeat(MAX_DURATION_TEXT - 4)}1h1s`)).toBe(3601);
   });
 
-  it('an error quotes the offending text with control characters escaped', () => {
-    expect(() => parseDurationSecond('1x\u0000')).toThrow('unknown unit "x" in duration "1x\\u0000"');
+  it('an error never quotes the value (it may be a secret sent in the wrong field)', () => {
+    expect(() => parseDurationSecond('1x\u0000')).toThrow('unknown unit in duration (units: ns, us, µs, μs, ms, s, m, h)');
   });
 });
 

@@ -70,7 +70,7 @@ describe('"every input has a bound; past it is a 400 naming the field"', () => {
     });
 
     it.each([
-      [Number.POSITIVE_INFINITY, 'could not parse duration from input'], ['1e400s', 'unknown unit "e" in duration "1e400s"'],
+      [Number.POSITIVE_INFINITY, 'could not parse duration from input'], ['1e400s', 'unknown unit in duration (units: ns, us, µs, μs, ms, s, m, h)'],
       [{ a: 1 }, 'could not parse duration from input'], [[60], 'could not parse duration from input'], [true, 'could not parse duration from input'],
       ['1h'.repeat(50_000), 'a duration is at most 64 characters'],
     ])('%s is refused with the accepted spellings', (input, rule) => {

@@ -26,7 +26,7 @@ describe('validateLibrarySet', () => {
   it.each([
     [{ service_account_names: [] }, 'at least one service account is required'],
     [{ service_account_names: ['svc0', ''] }, 'must not be empty'],
-    [{ service_account_names: ['svc0', 'Svc0'] }, '"Svc0" is listed more than once'],
+    [{ service_account_names: ['svc0', 'Svc0'] }, 'element 2 repeats an earlier one'],
     [{ ttl: 121 }, 'invalid value for field "max_ttl": 120s is shorter than ttl (121s)'],
   ])('"bad sets are refused naming the field": %j', (change, message) => {
     expect(() => validateLibrarySet({ ...base, ...change })).toThrow(message);

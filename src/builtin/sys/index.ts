@@ -2,6 +2,7 @@ import type { Core } from '../../core/core.ts';
 import type { BackendFactory } from '../../core/framework.ts';
 import { auditPaths } from './audit.ts';
 import { capabilitiesPaths } from './capabilities.ts';
+import { eventWebhookPaths } from './events-webhooks.ts';
 import { haPaths } from './ha.ts';
 import { hostInfoPaths } from './host-info.ts';
 import { leasePaths } from './leases.ts';
@@ -27,7 +28,7 @@ export const systemBackend = (options: SystemBackendOptions = {}) => (core: Core
   return {
     paths: [
       ...statusPaths(core, cluster), ...sealPaths(core, cluster), ...generateRootPaths(core), ...haPaths(core), ...hostInfoPaths(core), ...policyPaths(core), ...capabilitiesPaths(core), ...leasePaths(core),
-      ...remountPaths(core), ...mountPaths(core), ...uiMountPaths(core), ...auditPaths(core), ...wrappingPaths(core),
+      ...remountPaths(core), ...mountPaths(core), ...uiMountPaths(core), ...auditPaths(core), ...wrappingPaths(core), ...eventWebhookPaths(core),
       ...telemetryPaths(core, { unauthenticatedMetrics: options.unauthenticatedMetrics ?? false, version: VERSION }),
     ],
     initialize: () => cluster.load(),

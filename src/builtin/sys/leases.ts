@@ -41,6 +41,7 @@ export function leasePaths(core: Core): PathDefinition[] {
       pattern: 'leases/lookup/(?<prefix>.*)',
       canonical: { prefix: canonicalPrefix },
       description: 'List lease ids under a prefix (sudo).',
+      secretResponseKeys: ['keys'],
       operations: { list: async (req) => ({ data: { keys: await leases.list(req.params.prefix, mountLength(req.params.prefix)) } }) },
     }),
     definePath({

@@ -10,7 +10,7 @@ import { TokenStore, type TokenEntry } from '../../core/tokens.ts';
 import { ROLE_NAME, globMatch, rolePolicies, type TokenRole, type TokenRoleStore } from './roles.ts';
 
 const createFields = {
-  id: field.string('Custom token id (sudo only).'),
+  id: field.string('Custom token id (sudo only).', { secret: true }),
   policies: field.commaList('Policies for the token; defaults to the parent\'s.', { canonicalItem: normalizePolicyName }),
   meta: field.kvPairs('Metadata attached to the token.'),
   no_parent: field.bool('Create an orphan (sudo only).'),

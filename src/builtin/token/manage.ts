@@ -139,7 +139,7 @@ export function managePaths(core: Core): PathDefinition[] {
       },
     }),
     definePath({
-      pattern: 'accessors/?', description: 'List token accessors (sudo).',
+      pattern: 'accessors/?', description: 'List token accessors (sudo).', secretResponseKeys: ['keys'],
       operations: { list: async () => ({ data: { keys: await core.tokens.accessors() } }) },
     }),
   ];

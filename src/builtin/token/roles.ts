@@ -91,7 +91,7 @@ function tokenType(raw: string): TokenRole['token_type'] {
   const type = raw === '' ? 'default-service' : raw.toLowerCase();
   if (type === 'service' || type === 'default-service') return type;
   if (type === 'batch' || type === 'default-batch') throw new BadRequestError('invalid value for field "token_type": only service tokens are supported');
-  throw new BadRequestError(`invalid value for field "token_type": "${raw}" is not one of service, default-service`);
+  throw new BadRequestError('invalid value for field "token_type": expected one of service, default-service');
 }
 
 /** The sent fields over `current` (a partial update keeps what is not sent); legacy names arrive folded into the token_ ones. */

@@ -9,6 +9,8 @@ import type { StorageView } from '../storage/view.ts';
 import { AuditRecord, EntryFormat, errorOf, Salt } from './entry.ts';
 import { LineQueue } from './devices/sink.ts';
 import { deviceConfig, type AuditSettings, type DeviceConfig } from './options.ts';
+import { DeviceProbes, type AuditPeers } from './probes.ts';
+import { normalizeMountPath } from '../mounts.ts';
 
 /** One row of the audit table: cluster-wide configuration; every node writes its own log from it. */
 const deviceEntrySchema = z.object({
@@ -96,6 +98,16 @@ class Device {
   }
 }
 
+/** The device a request disables (`DELETE sys/audit/:path`), if it is one. */
+function disabledBy(rec: AuditRecord): string | undefined {
+  if (rec.operation !== 'delete' || !rec.path.startsWith('sys/audit/')) return undefined;
+  try {
+    return normalizeMountPath(rec.path.slice('sys/audit/'.length));
+  } catch {
+    return undefined;
+  }
+}
+
 /** File and socket errors name the target and the system's code, never what was being written. */
 function reason(err: unknown): string {
   return String((err as Error)?.message ?? err);
@@ -113,30 +125,38 @@ export class AuditBroker {
   readonly #logger: Logger;
   readonly #clock: Clock;
   readonly #settings: AuditSettings;
+  readonly #probes: DeviceProbes;
   #devices: Device[] = [];
   /** Table changes (load, enable, disable) one at a time, so devices are opened and closed in the table's order. */
   #changes: Promise<unknown> = Promise.resolve();
 
-  constructor(view: StorageView, logger: Logger, clock: Clock, settings: AuditSettings) {
+  constructor(view: StorageView, logger: Logger, clock: Clock, settings: AuditSettings, peers: AuditPeers) {
     this.#view = view;
     this.#logger = logger;
     this.#clock = clock;
     this.#settings = settings;
+    this.#probes = new DeviceProbes(view, peers, settings, logger);
   }
 
   /**
    * Reads the audit table and opens or closes devices to match it: at start, and again whenever another node may
    * have changed it. A device that cannot be opened stays enabled and fails its writes until it can (fail closed).
+   * Probes of devices other nodes are enabling are answered first, outside the queue of table changes, so a node
+   * busy enabling one of its own still answers.
    */
-  load(): Promise<void> {
-    return this.#serial(async () => this.#apply((await this.#read()).table));
+  async load(): Promise<void> {
+    await this.#probes.answer().catch((err: unknown) => this.#logger.warn({ reason: reason(err) }, 'answering the audit device probes of other nodes failed'));
+    await this.#serial(async () => this.#apply((await this.#read()).table));
   }
 
   list(): AuditDeviceEntry[] {
     return this.#devices.map((d) => d.entry);
   }
 
-  /** Enables a device at `path` (normalised, with its trailing slash). It must open now, or nothing is stored. */
+  /**
+   * Enables a device at `path` (normalised, with its trailing slash). It must open now, here and on every other live
+   * node (probes.ts), or nothing is stored.
+   */
   enable(path: string, type: string, description: string, options: Record<string, string>, local: boolean): Promise<void> {
     return this.#serial(async () => {
       const { table, stored } = await this.#read();
@@ -153,6 +173,7 @@ export class AuditBroker {
       const next = [...table, entry];
       let applied = false;
       try {
+        await this.#probes.confirm(entry.uuid, type, options);
         applied = await this.#view.transaction([
           { type: 'put', key: saltKey(entry.uuid), value: Buffer.from(salt) },
           { type: 'put', key: TABLE_KEY, value: Buffer.from(JSON.stringify(next)) },
@@ -233,10 +254,15 @@ export class AuditBroker {
     return Object.fromEntries(this.#devices.map((d) => [d.entry.path, { type: d.entry.type, ...d.failures }]));
   }
 
-  /** Whether at least one device wrote the entry (vacuously, when none is enabled any more). */
+  /**
+   * Whether at least one device wrote the entry (vacuously, when none is enabled any more). A request to disable a
+   * device is written to it too, but does not need it: disabling a device that fails must never be refused because
+   * it fails, so such a request needs one of the others, or none when there are no others.
+   */
   async #emit(kind: EntryKind, rec: AuditRecord, error: string | undefined): Promise<boolean> {
     const devices = this.#devices;
     if (devices.length === 0) return true;
+    const disabling = disabledBy(rec);
     const time = this.#clock.now();
     let written = false;
     const settle = (d: Device) => {
@@ -252,7 +278,7 @@ export class AuditBroker {
       }, (err: unknown) => d.failed(kind, err, this.#logger, this.#clock.now()));
     };
     await (devices.length === 1 ? settle(devices[0]) : Promise.all(devices.map(settle)));
-    return written;
+    return written || (disabling !== undefined && devices.every((d) => d.entry.path === disabling));
   }
 
   async #read(): Promise<{ table: AuditDeviceEntry[]; stored: Buffer | undefined }> {

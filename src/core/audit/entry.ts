@@ -1,5 +1,6 @@
 import { createHmac } from 'node:crypto';
 import { setBounded } from '../bounded-map.ts';
+import { sentStrings } from '../sent-values.ts';
 import type { CoreRequest, CoreResponse } from '../request.ts';
 import type { Fields } from '../fields.ts';
 import type { Operation } from '../framework.ts';
@@ -22,6 +23,8 @@ export class AuditRecord {
   data: Record<string, unknown> | undefined;
   /** The matched path's fields: those declared secret are hashed even where a mount exempts their name. */
   fields: Fields | undefined;
+  /** The matched path's response keys declared secret (PathDefinition.secretResponseKeys), hashed likewise. */
+  secretResponseKeys: readonly string[] | undefined;
   /** The answer's envelope (data, lease, auth block, warnings); raw answers and 204s have none. */
   envelope: Record<string, unknown> | undefined;
   /** `pending` until the request entry is written before the handler, `refused` when no device could write it. */
@@ -36,13 +39,14 @@ export class AuditRecord {
   }
 
   /** What the pipeline knows once it has routed the request and looked up its token. */
-  identify(path: string, operation: Operation, mount: MountEntry | undefined, data: Record<string, unknown>, token: TokenEntry | undefined, fields: Fields | undefined): void {
+  identify(path: string, operation: Operation, mount: MountEntry | undefined, data: Record<string, unknown>, token: TokenEntry | undefined, fields: Fields | undefined, secretResponseKeys?: readonly string[]): void {
     this.path = path;
     this.operation = operation;
     this.mount = mount;
     this.data = data;
     this.token = token;
     this.fields = fields;
+    this.secretResponseKeys = secretResponseKeys;
   }
 
   shared(format: EntryFormat, make: () => SharedParts): SharedParts {
@@ -84,10 +88,20 @@ export class Salt {
 const TOKEN_HASH_CACHE = 10_000;
 
 /**
- * Credential names hashed even when a mount's audit_non_hmac_*_keys names them: those lists say which values are
- * not secret, and a tune (which needs no sudo) must not be able to put a password in the clear in every log.
+ * Names hashed even when a mount's audit_non_hmac_*_keys names them: those lists may say only which values are not
+ * secret, and a tune (which needs no sudo) must not be able to put a credential in the clear in every log. Credentials
+ * and the names that carry a token or what stands for one: a token lookup answers the token as `id` (and a custom
+ * token is created with it), an accessor or a lease id is enough to look up, renew or revoke.
  */
-const ALWAYS_HASHED = new Set(['password', 'last_password', 'current_password', 'new_password', 'bindpass', 'client_secret', 'secret', 'client_token', 'token', 'jwt', 'assertion']);
+const ALWAYS_HASHED = new Set(['password', 'last_password', 'current_password', 'new_password', 'bindpass', 'client_secret', 'secret', 'client_token', 'token', 'jwt', 'assertion',
+  'id', 'accessor', 'lease_id', 'secret_id', 'private_key', 'key', 'input']);
+/** Any name built on one of them: `db_password`, `refresh_token`, `signing_key`, `token_accessor`, ... */
+const SECRET_SUFFIX = /(password|passwd|_secret|_token|_key|_jwt|_assertion|_accessor)$/;
+
+/** Whether a mount's non-HMAC list may exempt `name`: never a credential name, nor one the endpoint declares secret. */
+export function exemptable(name: string, fields: Fields | undefined, secret: readonly string[] | undefined): boolean {
+  return !ALWAYS_HASHED.has(name) && !SECRET_SUFFIX.test(name) && !fields?.[name]?.secret && !secret?.includes(name);
+}
 
 /**
  * Bounds on what one entry's data costs, so a hostile body cannot turn auditing into an amplifier: nesting past
@@ -123,9 +137,9 @@ function hashValues(value: unknown, walk: Walk, key: string, depth: number): unk
   return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, hashValues(v, walk, k, depth + 1)]));
 }
 
-function exemptKeys(names: string[] | undefined, fields: Fields | undefined): ReadonlySet<string> | undefined {
+function exemptKeys(names: string[] | undefined, fields: Fields | undefined, secret?: readonly string[]): ReadonlySet<string> | undefined {
   if (!names?.length) return undefined;
-  return new Set(names.filter((n) => !ALWAYS_HASHED.has(n) && !fields?.[n]?.secret));
+  return new Set(names.filter((n) => exemptable(n, fields, secret)));
 }
 
 const rfc3339 = (ms: number) => new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z');
@@ -172,8 +186,20 @@ export class EntryFormat {
     const shared = rec.shared(this, () => ({ auth: this.#authJson(rec), request: JSON.stringify(this.#request(rec)) }));
     let line = `${this.#prefix}{"time":"${isoTime(time)}","type":"${kind}","auth":${shared.auth},"request":${shared.request}`;
     if (kind === 'response') line += `,"response":${JSON.stringify(this.#response(rec))}`;
-    if (error !== undefined) line += `,"error":${JSON.stringify(error)}`;
+    if (error !== undefined) line += `,"error":${JSON.stringify(this.#opts.logRaw ? error : this.#redact(error, rec))}`;
     return `${line}}\n`;
+  }
+
+  /**
+   * Defence in depth behind messages that name fields, not values (errors.ts invalidField): any part of the error
+   * equal to a string the request sent is replaced by its hash, as the request's data is written (sent-values.ts
+   * already put the field's name in the answer's place of any it found there).
+   */
+  #redact(error: string, rec: AuditRecord): string {
+    const sent = [...sentStrings(rec.data ?? rec.request.body).keys()].sort((a, b) => b.length - a.length);
+    let out = error;
+    for (const value of sent) if (out.includes(value)) out = out.replaceAll(value, this.#salt.hash(value));
+    return out;
   }
 
   #id(value: string, hmac = true): string {
@@ -243,7 +269,8 @@ export class EntryFormat {
       ...mountFields(rec),
       auth: this.#issuedAuth(env?.auth as Record<string, unknown> | null | undefined),
       secret: env?.lease_id ? { lease_id: env.lease_id } : undefined,
-      data: this.#data(data, rec.mount?.config.audit_non_hmac_response_keys),
+      // A response field named like a request field declared secret (a password echoed back) is secret too.
+      data: this.#data(data, rec.mount?.config.audit_non_hmac_response_keys, rec.fields, rec.secretResponseKeys),
       warnings: warnings ?? undefined,
       wrap_info: this.#wrapInfo(env?.wrap_info as Record<string, unknown> | null | undefined),
     };
@@ -280,10 +307,10 @@ export class EntryFormat {
     };
   }
 
-  #data(data: Record<string, unknown> | undefined, exempt: string[] | undefined, fields?: Fields): Record<string, unknown> | undefined {
+  #data(data: Record<string, unknown> | undefined, exempt: string[] | undefined, fields: Fields | undefined, secret?: readonly string[]): Record<string, unknown> | undefined {
     if (!data || Object.keys(data).length === 0) return undefined;
     if (this.#opts.logRaw) return data;
-    return hashValues(data, { hash: (s) => this.#salt.hash(s), exempt: exemptKeys(exempt, fields), left: MAX_VALUES }, '', 0) as Record<string, unknown>;
+    return hashValues(data, { hash: (s) => this.#salt.hash(s), exempt: exemptKeys(exempt, fields, secret), left: MAX_VALUES }, '', 0) as Record<string, unknown>;
   }
 }
 

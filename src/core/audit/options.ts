@@ -1,8 +1,8 @@
-import { isAbsolute } from 'node:path';
+import { isAbsolute, resolve } from 'node:path';
 import { parseDurationSecond } from '../durations.ts';
-import { BadRequestError } from '../errors.ts';
+import { BadRequestError, invalidField } from '../errors.ts';
 import type { EntryOptions } from './entry.ts';
-import { FileSink } from './devices/file.ts';
+import { FileSink, within } from './devices/file.ts';
 import { hostPort, SocketSink, type SocketType } from './devices/socket.ts';
 import type { Sink } from './devices/sink.ts';
 
@@ -12,6 +12,11 @@ export interface AuditSettings {
   allowPrefix: boolean;
   /** `log_raw`: every secret in the clear. One sudo call would otherwise turn the audit log into a copy of them. */
   allowRaw: boolean;
+  /**
+   * The directory file devices must write in (STRONGROOM_AUDIT_DIR); without one only `stdout` and `discard` are
+   * possible. Sudo on `sys/audit` must not mean writing (or chmod-ing) any file the server's user can reach.
+   */
+  dir: string | undefined;
 }
 
 export interface DeviceConfig {
@@ -41,7 +46,7 @@ export function deviceConfig(type: string, options: Record<string, string>, sett
     throw new BadRequestError('the syslog audit device is not available: use a socket device with the syslog daemon\'s TCP or UDP input as its address (docs/audit.md)');
   }
   const allowed = deviceOptionNames(type);
-  if (!allowed) throw new BadRequestError(`unknown audit device type "${type}" (file or socket)`);
+  if (!allowed) throw invalidField('type', 'unknown audit device type (file or socket)');
   const unknown = Object.keys(options).filter((k) => !allowed.includes(k));
   if (unknown.length) throw new BadRequestError(`unknown ${type} audit device option${unknown.length > 1 ? 's' : ''} ${unknown.map((k) => `"${k}"`).join(', ')} (allowed: ${allowed.join(', ')})`);
 
@@ -53,15 +58,20 @@ export function deviceConfig(type: string, options: Record<string, string>, sett
   if (prefix && !settings.allowPrefix) throw invalid('prefix', 'refused unless the server is started with STRONGROOM_AUDIT_ALLOW_PREFIX=true');
   if (/[\r\n]/.test(prefix)) throw invalid('prefix', 'must not hold a line break (it would forge a line)');
   const entry = { hmacAccessor: bool(options, 'hmac_accessor', true), logRaw, elideListResponses: bool(options, 'elide_list_responses', false) };
-  return { sink: type === 'file' ? fileSink(options) : socketSink(options), entry, prefix };
+  return { sink: type === 'file' ? fileSink(options, settings.dir) : socketSink(options), entry, prefix };
 }
 
-function fileSink(options: Record<string, string>): Sink {
+function fileSink(options: Record<string, string>, dir: string | undefined): Sink {
   // `path` is the name older Vault versions (and hvac's examples) use.
   const path = options.file_path ?? options.path;
   if (!path) throw new BadRequestError('missing required audit device option "file_path" (a file, "stdout" or "discard")');
-  if (path !== 'stdout' && path !== 'discard' && !isAbsolute(path)) throw invalid('file_path', 'must be an absolute path, "stdout" or "discard"');
-  return new FileSink(path, fileMode(options.mode));
+  if (path !== 'stdout' && path !== 'discard') {
+    if (!isAbsolute(path)) throw invalid('file_path', 'must be an absolute path, "stdout" or "discard"');
+    // What the path says; the links it passes through are resolved when it is opened (FileSink), which also refuses
+    // every file when no directory is configured.
+    if (dir && !within(resolve(dir), resolve(path))) throw invalid('file_path', 'must be a file inside the audit directory (STRONGROOM_AUDIT_DIR)');
+  }
+  return new FileSink(path, fileMode(options.mode), dir);
 }
 
 function fileMode(raw: string | undefined): number {

@@ -7,11 +7,12 @@ import { isDeepStrictEqual } from 'node:util';
 import { decodeIfBase64, labelledBlocks, parseHcl, PolicyParseError, toPlain } from './hcl.ts';
 import type { HclBlock, HclItem, HclNode, HclObject } from './hcl.ts';
 import { DurationError, parseDurationSecond } from '../durations.ts';
+import { globMatches } from '../events/glob.ts';
 
 export { PolicyParseError } from './hcl.ts';
 
 export type Operation = 'read' | 'list' | 'create' | 'update' | 'delete' | 'patch';
-export type Capability = 'create' | 'read' | 'update' | 'patch' | 'delete' | 'list' | 'sudo' | 'deny';
+export type Capability = 'create' | 'read' | 'update' | 'patch' | 'delete' | 'list' | 'sudo' | 'deny' | 'subscribe';
 
 export interface PathRule {
   /** As written minus a leading "/"; `*` and `+` kept; may still hold `{{identity...}}` templates. */
@@ -24,6 +25,8 @@ export interface PathRule {
   /** Seconds; 0 means unset. */
   minWrappingTtl: number;
   maxWrappingTtl: number;
+  /** Event type globs the `subscribe` capability covers on this path (docs/events.md); none means no event. */
+  subscribeEventTypes: string[];
 }
 
 export interface AclPolicy {
@@ -70,7 +73,7 @@ export interface TemplateEntity {
 }
 
 const BITS: Record<Capability, number> = {
-  deny: 1, create: 2, read: 4, update: 8, delete: 16, list: 32, sudo: 64, patch: 128,
+  deny: 1, create: 2, read: 4, update: 8, delete: 16, list: 32, sudo: 64, patch: 128, subscribe: 256,
 };
 const CAPABILITIES = Object.keys(BITS) as Capability[];
 
@@ -83,10 +86,10 @@ const LEGACY_POLICIES: Record<string, Capability[]> = {
 
 const PATH_KEYS = new Set([
   'comment', 'policy', 'capabilities', 'allowed_parameters', 'denied_parameters', 'required_parameters',
-  'min_wrapping_ttl', 'max_wrapping_ttl',
+  'min_wrapping_ttl', 'max_wrapping_ttl', 'subscribe_event_types',
 ]);
-// Accepting these silently would let an author believe MFA, control groups or event ACLs are enforced.
-const UNSUPPORTED_PATH_KEYS = new Set(['mfa_methods', 'control_group', 'subscribe_event_types']);
+// Accepting these silently would let an author believe MFA or control groups are enforced.
+const UNSUPPORTED_PATH_KEYS = new Set(['mfa_methods', 'control_group']);
 
 export function parseAclPolicy(name: string, text: string): AclPolicy {
   const raw = decodeIfBase64(text);
@@ -112,11 +115,12 @@ function parseDocument(doc: HclObject): PathRule[] {
 }
 
 function invalidKey(item: HclItem): string {
-  return `invalid key "${item.key}" on line ${item.line}`;
+  return `invalid key on line ${item.line}`;
 }
 
 function parsePathBlock(block: HclBlock): PathRule {
-  const where = `path "${block.label}"`;
+  // Named by line, never by label or unknown key: text pasted in the wrong place (a secret) is not repeated back.
+  const where = `path block on line ${block.line}`;
   const fail = (detail: string): never => {
     throw new PolicyParseError(`${where}: ${detail}`);
   };
@@ -132,7 +136,7 @@ function parsePathBlock(block: HclBlock): PathRule {
   if (invalid.length > 0) throw new PolicyParseError(invalid.join('; '));
 
   const path = block.label.startsWith('/') ? block.label.slice(1) : block.label;
-  if (path.includes('+*')) throw new PolicyParseError(`path "${path}": invalid use of wildcards ('+*' is forbidden)`);
+  if (path.includes('+*')) fail("invalid use of wildcards ('+*' is forbidden)");
 
   const comment = fields.get('comment');
   if (comment && comment.value.type !== 'string') fail(`comment on line ${comment.line} must be a string`);
@@ -142,12 +146,13 @@ function parsePathBlock(block: HclBlock): PathRule {
   if (legacy) {
     const value = legacy.value.type === 'string' ? legacy.value.value : undefined;
     const mapped = value === undefined ? undefined : LEGACY_POLICIES[value];
-    if (!mapped) fail(`invalid policy ${value === undefined ? `on line ${legacy.line}` : JSON.stringify(value)}`);
+    // The value is not quoted (a secret pasted in the wrong place would be): the line says where.
+    if (!mapped) fail(`invalid policy on line ${legacy.line}`);
     names.push(...mapped!);
   }
   const capabilities: Capability[] = [];
   for (const c of names) {
-    if (!Object.hasOwn(BITS, c)) fail(`invalid capability ${JSON.stringify(c)}`);
+    if (!Object.hasOwn(BITS, c)) fail(`invalid capability on line ${fields.get('capabilities')?.line ?? legacy?.line}`);
     // An explicit deny in a block discards everything else the block grants.
     if (c === 'deny') {
       capabilities.splice(0, capabilities.length, 'deny');
@@ -170,6 +175,7 @@ function parsePathBlock(block: HclBlock): PathRule {
     requiredParameters: stringList(fields.get('required_parameters'), fail).map((p) => p.toLowerCase()),
     minWrappingTtl,
     maxWrappingTtl,
+    subscribeEventTypes: stringList(fields.get('subscribe_event_types'), fail),
   };
 }
 
@@ -191,9 +197,9 @@ function parameterMap(item: HclItem | undefined, fail: (detail: string) => never
   for (const entry of value.items) {
     const name = entry.key.toLowerCase();
     if (entry.labels.length > 0 || entry.value.type !== 'list') {
-      fail(`${item.key} "${entry.key}" on line ${entry.line} must be a list of values (an empty list allows any value)`);
+      fail(`${item.key} entry on line ${entry.line} must be a list of values (an empty list allows any value)`);
     }
-    if (out.has(name)) fail(`${item.key} "${entry.key}" on line ${entry.line} is listed twice`);
+    if (out.has(name)) fail(`${item.key} entry on line ${entry.line} names a parameter listed before`);
     out.set(name, toPlain(entry.value) as unknown[]);
   }
   return out;
@@ -209,7 +215,7 @@ function wrappingTtl(item: HclItem | undefined, fail: (detail: string) => never)
     seconds = parseDurationSecond(node.value);
   } catch (err) {
     const message = (err as Error).message;
-    return fail(`error parsing ${item.key}: ${/duration "/.test(message) ? `time: ${message}` : message}`);
+    return fail(`error parsing ${item.key}: ${/(in|invalid) duration/.test(message) ? `time: ${message}` : message}`);
   }
   if (seconds < 0) fail(`${item.key} on line ${item.line} must not be negative`);
   return seconds;
@@ -222,6 +228,7 @@ interface Permissions {
   required: string[];
   minWrap: number;
   maxWrap: number;
+  eventTypes: string[];
 }
 
 interface Candidate {
@@ -285,6 +292,7 @@ export class Acl {
       required: [...rule.requiredParameters],
       minWrap: rule.minWrappingTtl,
       maxWrap: rule.maxWrappingTtl,
+      eventTypes: [...rule.subscribeEventTypes],
     };
     const existing = table.get(key);
     if (existing) mergeInto(existing, incoming);
@@ -306,6 +314,17 @@ export class Acl {
       wrappingAllowed(perms, opts.wrapTtl) &&
       (!PARAMETER_CHECKED.has(operation) || parametersAllowed(perms, data, opts.parameters));
     return { allowed, sudo };
+  }
+
+  /**
+   * Whether an event of `eventType` about `path` may be delivered: the rule matching the path grants `subscribe`
+   * and one of its `subscribe_event_types` globs matches the type (docs/events.md).
+   */
+  allowSubscribe(path: string, eventType: string): boolean {
+    if (this.isRoot) return true;
+    const perms = this.#match(path, false);
+    if (!perms || (perms.bits & BITS.deny) !== 0 || (perms.bits & BITS.subscribe) === 0) return false;
+    return perms.eventTypes.some((pattern) => globMatches(pattern, eventType));
   }
 
   /** What sys/capabilities-self reports: matched with list semantics, sorted. */
@@ -382,6 +401,7 @@ function mergeInto(existing: Permissions, incoming: Permissions): void {
   mergeParameters(existing.allowed, incoming.allowed);
   mergeParameters(existing.denied, incoming.denied);
   for (const r of incoming.required) if (!existing.required.includes(r)) existing.required.push(r);
+  for (const t of incoming.eventTypes) if (!existing.eventTypes.includes(t)) existing.eventTypes.push(t);
 }
 
 /** Value lists concatenate, except that an empty list (any value) absorbs the other side. */

@@ -115,7 +115,7 @@ function tokenize(src: string): Token[] {
       const m = HEREDOC_START.exec(src);
       if (!m) fail(pos, 'expected a heredoc marker such as <<EOT followed by a newline');
       const { value, end } = readHeredoc(src, HEREDOC_START.lastIndex, m![2], m![1] === '-');
-      if (end === -1) fail(pos, `unterminated heredoc: no closing line "${m![2]}"`);
+      if (end === -1) fail(pos, 'unterminated heredoc: no line closes it with its marker');
       tokens.push({ ...start, kind: 'string', text: m![0].trim(), value });
       advanceTo(end);
       continue;
@@ -125,7 +125,7 @@ function tokenize(src: string): Token[] {
     if (num) {
       const after = src[NUMBER.lastIndex];
       if (after !== undefined && /[A-Za-z0-9_.]/.test(after)) {
-        fail(pos, `invalid number "${src.slice(pos, NUMBER.lastIndex + 1)}" (quote values that carry units, such as "30m")`);
+        fail(pos, 'invalid number (quote values that carry units, such as "30m")');
       }
       tokens.push({ ...start, kind: 'number', text: num[0], value: Number(num[0]) });
       advanceTo(NUMBER.lastIndex);
@@ -138,7 +138,7 @@ function tokenize(src: string): Token[] {
       advanceTo(IDENT.lastIndex);
       continue;
     }
-    fail(pos, `unexpected character ${JSON.stringify(String.fromCodePoint(src.codePointAt(pos)!))}`);
+    fail(pos, 'unexpected character');
   }
   tokens.push({ line, column: col(pos), kind: 'eof', text: '', value: '' });
   return tokens;
@@ -169,10 +169,10 @@ function readString(
     const width = esc === 'u' ? 4 : esc === 'U' ? 8 : 0;
     const hex = src.slice(i + 2, i + 2 + width);
     if (width === 0 || !/^[0-9a-fA-F]+$/.test(hex) || hex.length !== width) {
-      fail(i, `invalid escape sequence "\\${esc ?? ''}" in string`);
+      fail(i, 'invalid escape sequence in string');
     }
     const code = parseInt(hex, 16);
-    if (code > 0x10ffff) fail(i, `escape "\\${esc}${hex}" is not a Unicode code point`);
+    if (code > 0x10ffff) fail(i, 'the escape is not a Unicode code point');
     // \uXXXX stays a UTF-16 unit so JSON surrogate pairs recombine; validity is the consumer's call.
     out += width === 4 ? String.fromCharCode(code) : String.fromCodePoint(code);
     i += 2 + width;
@@ -213,12 +213,13 @@ function describe(t: Token): string {
       return 'end of input';
     case 'punct':
       return `"${t.text}"`;
+    // A token's text may be a secret pasted in the wrong place: its kind and position say enough.
     case 'string':
-      return `string ${t.text.length > 40 ? t.text.slice(0, 40) + '…' : t.text}`;
+      return 'a string';
     case 'number':
-      return `number ${t.text}`;
+      return 'a number';
     case 'ident':
-      return `identifier ${t.text}`;
+      return 'an identifier';
   }
 }
 
@@ -287,7 +288,7 @@ class Parser {
     } else if (this.#isPunct(t, '{')) {
       value = this.#value();
     } else {
-      this.#fail(t, labels.length ? `expected "{" to open the "${key}" block` : `expected "=" or "{" after key "${key}"`);
+      this.#fail(t, labels.length ? `expected "{" to open the block of the key on line ${keyTok.line}` : `expected "=" or "{" after the key on line ${keyTok.line}`);
     }
     return { key, labels, value, line: keyTok.line, column: keyTok.column };
   }
@@ -397,7 +398,7 @@ export function labelledBlocks(item: HclItem): HclBlock[] {
       const bodies = inner.value.type === 'list' ? inner.value.items : [inner.value];
       for (const body of bodies) {
         if (inner.labels.length > 0 || body.type !== 'object') {
-          throw new PolicyParseError(`${item.key} "${inner.key}" on line ${inner.line}: expected a block body`);
+          throw new PolicyParseError(`${item.key} block on line ${inner.line}: expected a block body`);
         }
         blocks.push({ label: inner.key, body, line: inner.line, column: inner.column });
       }

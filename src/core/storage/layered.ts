@@ -1,4 +1,4 @@
-import type { SharedStorage, Storage, StorageCondition, StorageOp, StorageUnavailableError } from './types.ts';
+import type { EventLog, SharedStorage, Storage, StorageCondition, StorageOp, StorageUnavailableError } from './types.ts';
 
 /**
  * A store layered over another (the barrier's encryption, the metrics' timing): it supplies the data operations, and
@@ -17,6 +17,9 @@ export abstract class LayeredStorage implements Storage {
   abstract list(prefix: string): Promise<string[]>;
   abstract transaction(ops: StorageOp[], conditions?: StorageCondition[]): Promise<boolean>;
 
+  get log(): EventLog {
+    return this.inner.log;
+  }
   close(): Promise<void> {
     return this.inner.close();
   }

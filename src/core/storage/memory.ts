@@ -1,8 +1,10 @@
-import { directChildren, type Storage, type StorageCondition, type StorageOp } from './types.ts';
+import { directChildren, type EventLog, type LogRecord, type Storage, type StorageCondition, type StorageOp } from './types.ts';
 
 /** In-process storage for dev mode and tests; the same semantics as the durable backends. */
 export class MemoryStorage implements Storage {
   readonly #data = new Map<string, Buffer>();
+  #records: LogRecord[] = [];
+  #lastSeq = 0;
 
   async get(key: string): Promise<Buffer | undefined> {
     return this.#data.get(key);
@@ -24,10 +26,20 @@ export class MemoryStorage implements Storage {
     }
     for (const op of ops) {
       if (op.type === 'put') this.#data.set(op.key, Buffer.from(op.value));
+      else if (op.type === 'append') this.#records.push({ seq: ++this.#lastSeq, at: Date.now(), value: Buffer.from(op.value) });
       else this.#data.delete(op.key);
     }
     return true;
   }
+  readonly log: EventLog = {
+    read: async (after, limit) => this.#records.filter((r) => r.seq > after).slice(0, limit),
+    trim: async (before, keep) => {
+      const cut = Math.max(this.#records.filter((r) => r.at < before).length, this.#records.length - keep);
+      this.#records = this.#records.slice(cut);
+      return cut;
+    },
+    stats: async () => ({ count: this.#records.length, last: this.#lastSeq }),
+  };
   async close(): Promise<void> {}
   // Nothing outside the process can break a map.
   get failure(): Error | undefined {

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { PostgresSignals } from './postgres-signals.ts';
-import { directChildren, StorageUnavailableError, type SharedStorage, type Storage, type StorageCondition, type StorageOp } from './types.ts';
+import { directChildren, StorageUnavailableError, type EventLog, type LogRecord, type SharedStorage, type Storage, type StorageCondition, type StorageOp } from './types.ts';
 
 export interface PostgresOptions {
   /** Connections this process keeps to the database at most. */
@@ -62,11 +62,11 @@ const CLIENT_TIMEOUT_MARGIN_MS = 5000;
  * moves the change version, in the same transaction; writes of uncached keys (tokens, leases) leave it alone, so the
  * single row is locked only by the rare writes of mounts, policies, configs and the keyring.
  */
-function writeFunction(tracking: boolean): string {
+function writeFunction(tracking: boolean, appending = false): string {
   return `
-CREATE FUNCTION strongroom_write(lock_keys text[], cond_keys text[], cond_values bytea[], put_keys text[], put_values bytea[], delete_keys text[]${tracking ? ', tracked boolean' : ''})
+CREATE FUNCTION strongroom_write(lock_keys text[], cond_keys text[], cond_values bytea[], put_keys text[], put_values bytea[], delete_keys text[]${tracking ? ', tracked boolean' : ''}${appending ? ', append_values bytea[]' : ''})
 RETURNS boolean LANGUAGE plpgsql VOLATILE AS $$
-BEGIN
+${appending ? 'DECLARE\n  last_seq bigint;\n' : ''}BEGIN
   -- An acknowledged write must survive a crash: a session or role that turned commits asynchronous gets them back.
   IF current_setting('synchronous_commit') = 'off' THEN
     PERFORM set_config('synchronous_commit', 'on', true);
@@ -86,7 +86,7 @@ BEGIN
   END IF;
   DELETE FROM strongroom_kv WHERE key = ANY (delete_keys);
   INSERT INTO strongroom_kv (key, value) SELECT * FROM unnest(put_keys, put_values)
-    ON CONFLICT (key) DO UPDATE SET value = excluded.value;${tracking ? `
+    ON CONFLICT (key) DO UPDATE SET value = excluded.value;${appending ? appendStatements('append_values') : ''}${tracking ? `
   -- Committed with the change it counts: a node that reads the new version reads the change too.
   IF tracked THEN
     UPDATE strongroom_changes SET version = version + 1;
@@ -102,14 +102,15 @@ $$`;
  * keys are found in the flat arrays by its counts. Every key of every write is locked first, in hash order, so two
  * batches never deadlock; a batch names at most MAX_KEY_LOCKS keys, so it never needs the write gate.
  */
-const WRITE_MANY_FUNCTION = `
-CREATE FUNCTION strongroom_write_many(lock_keys text[], cond_counts integer[], cond_keys text[], cond_values bytea[], put_counts integer[], put_keys text[], put_values bytea[], delete_counts integer[], delete_keys text[], tracked boolean)
+function writeManyFunction(appending: boolean): string {
+  return `
+CREATE FUNCTION strongroom_write_many(lock_keys text[], cond_counts integer[], cond_keys text[], cond_values bytea[], put_counts integer[], put_keys text[], put_values bytea[], delete_counts integer[], delete_keys text[], tracked boolean${appending ? ', append_counts integer[], append_values bytea[]' : ''})
 RETURNS boolean[] LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
   applied boolean[] := '{}';
   c integer := 1;
   p integer := 1;
-  d integer := 1;
+  d integer := 1;${appending ? '\n  a integer := 1;\n  last_seq bigint;' : ''}
 BEGIN
   IF current_setting('synchronous_commit') = 'off' THEN
     PERFORM set_config('synchronous_commit', 'on', true);
@@ -126,12 +127,12 @@ BEGIN
     ELSE
       DELETE FROM strongroom_kv WHERE key = ANY (delete_keys[d : d + delete_counts[i] - 1]);
       INSERT INTO strongroom_kv (key, value) SELECT * FROM unnest(put_keys[p : p + put_counts[i] - 1], put_values[p : p + put_counts[i] - 1])
-        ON CONFLICT (key) DO UPDATE SET value = excluded.value;
+        ON CONFLICT (key) DO UPDATE SET value = excluded.value;${appending ? appendStatements('append_values[a : a + append_counts[i] - 1]') : ''}
       applied := applied || true;
     END IF;
     c := c + cond_counts[i];
     p := p + put_counts[i];
-    d := d + delete_counts[i];
+    d := d + delete_counts[i];${appending ? '\n    a := a + append_counts[i];' : ''}
   END LOOP;
   IF tracked THEN
     UPDATE strongroom_changes SET version = version + 1;
@@ -139,6 +140,21 @@ BEGIN
   RETURN applied;
 END
 $$`;
+}
+
+/**
+ * The event log's appends (docs/events.md): the counter row stays locked from this update until the transaction
+ * commits, so transactions that append commit in the order of their sequences, and a reader that has seen sequence n
+ * will never see a smaller one appear later. The notification wakes the nodes' readers (sent at commit, or not at all).
+ */
+function appendStatements(values: string): string {
+  return `
+  IF cardinality(${values}) > 0 THEN
+    UPDATE strongroom_event_seq SET seq = seq + cardinality(${values}) RETURNING seq INTO last_seq;
+    INSERT INTO strongroom_events (seq, value) SELECT last_seq - cardinality(${values}) + o, v FROM unnest(${values}) WITH ORDINALITY AS x (v, o);
+    PERFORM pg_notify('strongroom_events', last_seq::text);
+  END IF;`;
+}
 
 /**
  * Schema versions in order: entry i upgrades version i to i + 1. Released entries are never edited, only appended
@@ -156,7 +172,16 @@ const SCHEMA_STEPS: string[] = [
    INSERT INTO strongroom_leader (term, node, valid_until) VALUES (0, '', '-infinity');
    DROP FUNCTION strongroom_write(text[], text[], bytea[], text[], bytea[], text[]);
    ${writeFunction(true)};`,
-  WRITE_MANY_FUNCTION,
+  writeManyFunction(false),
+  // The event log (docs/events.md): records numbered by a counter row that orders their commits.
+  `CREATE TABLE strongroom_events (seq bigint PRIMARY KEY, at timestamptz NOT NULL DEFAULT clock_timestamp(), value bytea NOT NULL);
+   CREATE INDEX strongroom_events_at ON strongroom_events (at);
+   CREATE TABLE strongroom_event_seq (only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row), seq bigint NOT NULL);
+   INSERT INTO strongroom_event_seq (seq) VALUES (0);
+   DROP FUNCTION strongroom_write(text[], text[], bytea[], text[], bytea[], text[], boolean);
+   DROP FUNCTION strongroom_write_many(text[], integer[], text[], bytea[], integer[], text[], bytea[], integer[], text[], boolean);
+   ${writeFunction(true, true)};
+   ${writeManyFunction(true)};`,
 ];
 
 /**
@@ -317,9 +342,9 @@ export class PostgresStorage implements Storage, SharedStorage {
    */
   transaction(ops: StorageOp[], conditions: StorageCondition[] = []): Promise<boolean> {
     if (this.#unavailable) return Promise.reject(this.#unavailable);
-    const { puts, deletes } = fold(ops);
+    const { puts, deletes, appends } = fold(ops);
     const write: Write = {
-      locked: [...new Set([...puts.keys(), ...deletes, ...conditions.map((c) => c.key)])], conditions, puts, deletes,
+      locked: [...new Set([...puts.keys(), ...deletes, ...conditions.map((c) => c.key)])], conditions, puts, deletes, appends,
       tracked: deletes.some(this.#tracked) || [...puts.keys()].some(this.#tracked),
     };
     if (write.locked.length > MAX_KEY_LOCKS) return this.#writeAlone(write);
@@ -359,7 +384,7 @@ export class PostgresStorage implements Storage, SharedStorage {
         return;
       }
       const writes = batch.map((b) => b.write);
-      const { rows } = await this.#query<{ applied: boolean[] }>('strongroom_write_many', 'SELECT strongroom_write_many($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) AS applied', [
+      const { rows } = await this.#query<{ applied: boolean[] }>('strongroom_write_many', 'SELECT strongroom_write_many($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) AS applied', [
         [...keys],
         writes.map((w) => w.conditions.length),
         writes.flatMap((w) => w.conditions.map((c) => c.key)),
@@ -370,6 +395,8 @@ export class PostgresStorage implements Storage, SharedStorage {
         writes.map((w) => w.deletes.length),
         writes.flatMap((w) => w.deletes),
         writes.some((w) => w.tracked),
+        writes.map((w) => w.appends.length),
+        writes.flatMap((w) => w.appends),
       ]);
       batch.forEach((b, i) => b.resolve(rows[0].applied[i]));
     } catch (err) {
@@ -378,7 +405,7 @@ export class PostgresStorage implements Storage, SharedStorage {
   }
 
   async #writeAlone(write: Write): Promise<boolean> {
-    const { rows } = await this.#query<{ applied: boolean }>('strongroom_write', 'SELECT strongroom_write($1, $2, $3, $4, $5, $6, $7) AS applied', [
+    const { rows } = await this.#query<{ applied: boolean }>('strongroom_write', 'SELECT strongroom_write($1, $2, $3, $4, $5, $6, $7, $8) AS applied', [
       write.locked,
       write.conditions.map((c) => c.key),
       write.conditions.map((c) => c.expected ?? null),
@@ -386,9 +413,28 @@ export class PostgresStorage implements Storage, SharedStorage {
       [...write.puts.values()],
       write.deletes,
       write.tracked,
+      write.appends,
     ]);
     return rows[0].applied;
   }
+
+  readonly log: EventLog = {
+    read: async (after, limit) => {
+      const { rows } = await this.#query<{ seq: string; at: number; value: Buffer }>('strongroom_log_read',
+        'SELECT seq, extract(epoch FROM at) * 1000 AS at, value FROM strongroom_events WHERE seq > $1 ORDER BY seq LIMIT $2', [after, limit]);
+      return rows.map((r): LogRecord => ({ seq: Number(r.seq), at: Number(r.at), value: r.value }));
+    },
+    trim: async (before, keep) => {
+      const { rowCount } = await this.#query('strongroom_log_trim',
+        'DELETE FROM strongroom_events WHERE at < to_timestamp($1 / 1000.0) OR seq <= (SELECT seq FROM strongroom_events ORDER BY seq DESC OFFSET $2 LIMIT 1)', [before, keep]);
+      return rowCount ?? 0;
+    },
+    stats: async () => {
+      const { rows } = await this.#query<{ count: string; last: string }>('strongroom_log_stats',
+        'SELECT (SELECT count(*) FROM strongroom_events) AS count, (SELECT seq FROM strongroom_event_seq) AS last', []);
+      return { count: Number(rows[0].count), last: Number(rows[0].last) };
+    },
+  };
 
   // ---- the cluster's coordination (SharedStorage) ------------------------------------------------
 
@@ -580,6 +626,7 @@ interface Write {
   conditions: StorageCondition[];
   puts: Map<string, Buffer>;
   deletes: string[];
+  appends: Buffer[];
   tracked: boolean;
 }
 
@@ -590,16 +637,20 @@ interface PendingWrite {
 }
 
 /** The final state per key of a list of operations applied in order. */
-function fold(ops: StorageOp[]): { puts: Map<string, Buffer>; deletes: string[] } {
+function fold(ops: StorageOp[]): { puts: Map<string, Buffer>; deletes: string[]; appends: Buffer[] } {
   const last = new Map<string, Buffer | null>();
-  for (const op of ops) last.set(op.key, op.type === 'put' ? op.value : null);
+  const appends: Buffer[] = [];
+  for (const op of ops) {
+    if (op.type === 'append') appends.push(op.value);
+    else last.set(op.key, op.type === 'put' ? op.value : null);
+  }
   const puts = new Map<string, Buffer>();
   const deletes: string[] = [];
   for (const [key, value] of last) {
     if (value === null) deletes.push(key);
     else puts.set(key, value);
   }
-  return { puts, deletes };
+  return { puts, deletes, appends };
 }
 
 /**

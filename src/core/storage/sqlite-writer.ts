@@ -13,7 +13,11 @@ export interface WireSlice { key: string; at: number; len: number }
  * Values travel packed into one transferred ArrayBuffer: posting Buffers one by one would structured-clone
  * each one's whole backing store, which for Node's pooled small Buffers is the 8 KiB pool slab.
  */
-export interface WriterRequest { id: number; bytes: ArrayBuffer; batch: Array<{ ops: WireSlice[]; conditions: WireSlice[] }> }
+export interface WriterRequest {
+  id: number;
+  bytes: ArrayBuffer;
+  batch: Array<{ ops: WireSlice[]; conditions: WireSlice[]; appends: WireSlice[]; trim?: { before: number; keep: number } }>;
+}
 /** One reply for the batches committed together: `outcomes[i]` belongs to `ids[i]`; an error fails them all. */
 export type WriterReply = { ids: number[]; outcomes: boolean[][] } | { ids: number[]; error: string };
 
@@ -22,6 +26,10 @@ db.exec('PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA busy_timeout=5
 const getStmt = db.prepare('SELECT value FROM kv WHERE key = ?');
 const putStmt = db.prepare('INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value');
 const delStmt = db.prepare('DELETE FROM kv WHERE key = ?');
+const appendStmt = db.prepare('INSERT INTO events (at, value) VALUES (?, ?)');
+const trimOldStmt = db.prepare('DELETE FROM events WHERE at < ?');
+// The newest `keep` stay: everything at or below the sequence `keep` records from the end.
+const trimCountStmt = db.prepare('DELETE FROM events WHERE seq <= (SELECT seq FROM events ORDER BY seq DESC LIMIT 1 OFFSET ?)');
 
 /** Applies one posted batch inside the open transaction; a guarded write whose conditions fail writes nothing. */
 function apply({ bytes, batch }: WriterRequest): boolean[] {
@@ -30,12 +38,19 @@ function apply({ bytes, batch }: WriterRequest): boolean[] {
     if (!row || c.len < 0) return !row && c.len < 0;
     return Buffer.from(row.value).equals(new Uint8Array(bytes, c.at, c.len));
   };
-  return batch.map(({ ops, conditions }) => {
+  const now = Date.now();
+  return batch.map(({ ops, conditions, appends, trim }) => {
+    if (trim) {
+      trimOldStmt.run(trim.before);
+      trimCountStmt.run(trim.keep);
+      return true;
+    }
     if (!conditions.every(holds)) return false;
     for (const op of ops) {
       if (op.len >= 0) putStmt.run(op.key, new Uint8Array(bytes, op.at, op.len));
       else delStmt.run(op.key);
     }
+    for (const a of appends) appendStmt.run(now, new Uint8Array(bytes, a.at, a.len));
     return true;
   });
 }

@@ -5,11 +5,13 @@ import { Worker } from 'node:worker_threads';
 import { setBounded } from '../bounded-map.ts';
 import { PRIVATE_FILE_MODE, privateDir, privateFiles } from './file-modes.ts';
 import type { WireSlice, WriterReply, WriterRequest } from './sqlite-writer.ts';
-import { directChildren, type Storage, type StorageCondition, type StorageOp } from './types.ts';
+import { directChildren, isKeyOp, type EventLog, type KeyOp, type LogRecord, type Storage, type StorageCondition, type StorageOp } from './types.ts';
 
 interface Pending {
   ops: StorageOp[];
   conditions: StorageCondition[];
+  /** A trim of the event log (docs/events.md) rather than a write: it goes through the writer like one. */
+  trim?: { before: number; keep: number };
   resolve: (applied: boolean) => void;
   reject: (err: unknown) => void;
 }
@@ -25,6 +27,7 @@ export class SqliteStorage implements Storage {
   readonly #db: DatabaseSync;
   readonly #getStmt: StatementSync;
   readonly #rangeStmt: StatementSync;
+  readonly #logStmt: StatementSync;
   readonly #writer: Worker;
   /** Batches posted to the writer and not yet answered, oldest first. */
   #flights: Array<{ id: number; batch: Pending[] }> = [];
@@ -63,6 +66,10 @@ export class SqliteStorage implements Storage {
     // Measured ~76 vs ~28 us per 800-byte row at 64 rows per commit.
     this.#db.exec('CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value BLOB NOT NULL)');
     toRowidTable(this.#db);
+    // The event log: AUTOINCREMENT never reuses a sequence, even after every record was trimmed, and the single writer
+    // thread assigns them in commit order.
+    this.#db.exec('CREATE TABLE IF NOT EXISTS events (seq INTEGER PRIMARY KEY AUTOINCREMENT, at INTEGER NOT NULL, value BLOB NOT NULL)');
+    this.#logStmt = this.#db.prepare('SELECT seq, at, value FROM events WHERE seq > ? ORDER BY seq LIMIT ?');
     this.#getStmt = this.#db.prepare('SELECT value FROM kv WHERE key = ?');
     this.#rangeStmt = this.#db.prepare('SELECT key FROM kv WHERE key >= ? AND key < ? ORDER BY key LIMIT 1000');
     this.#writer = new Worker(new URL('./sqlite-writer.ts', import.meta.url), { workerData: { path } });
@@ -113,6 +120,25 @@ export class SqliteStorage implements Storage {
     return directChildren(prefix, keys);
   }
 
+  readonly log: EventLog = {
+    read: async (after, limit) => {
+      await this.#drain();
+      const rows = this.#logStmt.all(after, limit) as Array<{ seq: number; at: number; value: Uint8Array }>;
+      return rows.map((r): LogRecord => ({ seq: Number(r.seq), at: Number(r.at), value: Buffer.from(r.value) }));
+    },
+    trim: async (before, keep) => {
+      const { count } = await this.log.stats();
+      await new Promise<boolean>((resolve, reject) => this.#push({ ops: [], conditions: [], trim: { before, keep }, resolve, reject }));
+      return count - (await this.log.stats()).count;
+    },
+    stats: async () => {
+      await this.#drain();
+      const { count } = this.#db.prepare('SELECT count(*) AS count FROM events').get() as { count: number };
+      const last = this.#db.prepare("SELECT seq FROM sqlite_sequence WHERE name = 'events'").get() as { seq: number } | undefined;
+      return { count: Number(count), last: Number(last?.seq ?? 0) };
+    },
+  };
+
   get failure(): Error | undefined {
     return this.#failure;
   }
@@ -149,15 +175,19 @@ export class SqliteStorage implements Storage {
   }
 
   #enqueue(ops: StorageOp[], conditions: StorageCondition[]): Promise<boolean> {
-    if (this.#failure) return Promise.reject(this.#failure);
     return new Promise((resolve, reject) => {
-      this.#queue.push({ ops, conditions, resolve, reject });
-      if (conditions.length === 0) for (const op of ops) this.#overlay.set(op.key, op.type === 'put' ? op.value : null);
-      if (!this.#scheduled) {
-        this.#scheduled = true;
-        setImmediate(() => this.#flush());
-      }
+      this.#push({ ops, conditions, resolve, reject });
+      if (conditions.length === 0) for (const op of ops) if (isKeyOp(op)) this.#overlay.set(op.key, op.type === 'put' ? op.value : null);
     });
+  }
+
+  #push(pending: Pending): void {
+    if (this.#failure) return pending.reject(this.#failure);
+    this.#queue.push(pending);
+    if (!this.#scheduled) {
+      this.#scheduled = true;
+      setImmediate(() => this.#flush());
+    }
   }
 
   #flush(): void {
@@ -180,13 +210,14 @@ export class SqliteStorage implements Storage {
       if ('error' in reply) {
         // Nothing of the batch landed: forget what it would have written.
         this.#cache.clear();
-        for (const p of flight.batch) for (const op of p.ops) this.#settleOverlay(op);
+        for (const p of flight.batch) for (const op of p.ops) if (isKeyOp(op)) this.#settleOverlay(op);
         for (const p of flight.batch) p.reject(new Error(`storage commit failed: ${reply.error}`));
         continue;
       }
       const outcomes = reply.outcomes[i]!;
       flight.batch.forEach((p, j) => {
         for (const op of p.ops) {
+          if (!isKeyOp(op)) continue;
           // Only keys already cached are refreshed: caching every written value (4 per login) kept churning
           // thousands of Buffers through the old generation, and what is read back comes in on its first read.
           if (outcomes[j] && this.#cache.has(op.key)) this.#remember(op.key, op.type === 'put' ? op.value : null);
@@ -201,7 +232,7 @@ export class SqliteStorage implements Storage {
   }
 
   /** Drops an overlay entry once its write is settled, unless a later queued write replaced it. */
-  #settleOverlay(op: StorageOp): void {
+  #settleOverlay(op: KeyOp): void {
     const current = this.#overlay.get(op.key);
     if (current === undefined) return;
     if (op.type === 'put' ? current === op.value : current === null) this.#overlay.delete(op.key);
@@ -245,7 +276,7 @@ function toRowidTable(db: DatabaseSync): void {
 function packBatch(id: number, batch: Pending[]): [WriterRequest, ArrayBuffer[]] {
   let size = 0;
   for (const p of batch) {
-    for (const op of p.ops) if (op.type === 'put') size += op.value.length;
+    for (const op of p.ops) if (op.type !== 'delete') size += op.value.length;
     for (const c of p.conditions) if (c.expected) size += c.expected.length;
   }
   const bytes = new Uint8Array(size);
@@ -257,8 +288,10 @@ function packBatch(id: number, batch: Pending[]): [WriterRequest, ArrayBuffer[]]
     return { key, at: at - value.length, len: value.length };
   };
   const wire = batch.map((p) => ({
-    ops: p.ops.map((op) => slice(op.key, op.type === 'put' ? op.value : undefined)),
+    ops: p.ops.filter(isKeyOp).map((op) => slice(op.key, op.type === 'put' ? op.value : undefined)),
     conditions: p.conditions.map((c) => slice(c.key, c.expected)),
+    appends: p.ops.flatMap((op) => (op.type === 'append' ? [slice('', op.value)] : [])),
+    trim: p.trim,
   }));
   return [{ id, bytes: bytes.buffer, batch: wire }, [bytes.buffer]];
 }

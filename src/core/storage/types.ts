@@ -1,7 +1,36 @@
 import { StrongroomError } from '../errors.ts';
 
-/** A change applied by Storage.transaction; all of a transaction's operations land together or not at all. */
-export type StorageOp = { type: 'put'; key: string; value: Buffer } | { type: 'delete'; key: string };
+/**
+ * A change applied by Storage.transaction; all of a transaction's operations land together or not at all. An `append`
+ * adds a record to the store's event log (docs/events.md) under the next cluster-wide sequence number, assigned by the
+ * store when the transaction commits, so log order is commit order.
+ */
+export type StorageOp = { type: 'put'; key: string; value: Buffer } | { type: 'delete'; key: string } | { type: 'append'; value: Buffer };
+
+/** The operations of a transaction that write keys (everything but appends). */
+export type KeyOp = Exclude<StorageOp, { type: 'append' }>;
+
+export const isKeyOp = (op: StorageOp): op is KeyOp => op.type !== 'append';
+
+/** A record of the event log: its sequence number, when the store committed it (ms since the epoch), its bytes. */
+export interface LogRecord {
+  seq: number;
+  at: number;
+  value: Buffer;
+}
+
+/**
+ * The event log every store keeps beside its keys: records appended by transactions, numbered from 1 in commit order
+ * with no gap a reader could see filled later (docs/events.md).
+ */
+export interface EventLog {
+  /** Up to `limit` records with a sequence above `after`, in order. */
+  read(after: number, limit: number): Promise<LogRecord[]>;
+  /** Drops records committed before `before` (ms since the epoch) and all but the newest `keep`; returns how many. */
+  trim(before: number, keep: number): Promise<number>;
+  /** How many records the log holds, and the highest sequence ever assigned (0 when none). */
+  stats(): Promise<{ count: number; last: number }>;
+}
 
 /** A compare-and-set guard: the transaction applies only if `key` currently holds `expected` (undefined = absent). */
 export interface StorageCondition {
@@ -21,6 +50,8 @@ export interface Storage {
   list(prefix: string): Promise<string[]>;
   /** Returns false (and changes nothing) when a condition does not hold. */
   transaction(ops: StorageOp[], conditions?: StorageCondition[]): Promise<boolean>;
+  /** The records `append` operations added (values as stored: the barrier's ciphertext below it). */
+  readonly log: EventLog;
   close(): Promise<void>;
   /**
    * Set once the store can no longer write, for the rest of the process (e.g. the SQLite writer thread died).

@@ -1,4 +1,4 @@
-import type { Storage, StorageCondition, StorageOp } from './types.ts';
+import type { KeyOp, Storage, StorageCondition, StorageOp } from './types.ts';
 
 /**
  * Writes a store prepared without committing them (keys already qualified by its view), and what the store
@@ -53,9 +53,9 @@ export class StorageView {
     return applied;
   }
 
-  /** The same operations with this view's prefix, for a `PreparedWrite`. */
-  qualify(ops: StorageOp[]): StorageOp[] {
-    return ops.map((op) => ({ ...op, key: this.prefix + op.key }));
+  /** The same operations with this view's prefix, for a `PreparedWrite` (appends name no key). */
+  qualify<T extends StorageOp>(ops: T[]): T[] {
+    return ops.map((op) => (op.type === 'append' ? op : { ...op, key: this.prefix + (op as KeyOp).key }));
   }
 
   /**

@@ -33,6 +33,11 @@ export const configSchema = z.object({
   client_secret_key_id: z.string().default(''),
   root_password_expiration_date: z.string().default(''),
   pending_root: pendingRootSchema.nullable().default(null),
+  /**
+   * Default of static roles' seamless_rotation. A config stored before the field existed reads false (its roles keep
+   * the add-switch-remove rotation they had); a config created now starts from EMPTY, true.
+   */
+  seamless_rotation: z.boolean().default(false),
   /** Automated rotation of the client secret and its state (root-rotation.ts). */
   ...rootScheduleShape,
 });
@@ -44,7 +49,7 @@ const IDENTITY_TOKEN_TTL_DEFAULT = 3600;
 const EMPTY: CloudConfig = {
   subscription_id: '', tenant_id: '', client_id: '', client_secret: '', environment: '', identity_token_audience: '',
   identity_token_ttl: IDENTITY_TOKEN_TTL_DEFAULT, root_password_ttl: ROOT_PASSWORD_TTL_DEFAULT,
-  client_secret_key_id: '', root_password_expiration_date: '', pending_root: null, ...NO_ROOT_SCHEDULE,
+  client_secret_key_id: '', root_password_expiration_date: '', pending_root: null, seamless_rotation: true, ...NO_ROOT_SCHEDULE,
 };
 
 /** Environment variables that win over the stored value (spec: "environment variables override"). */
@@ -140,6 +145,7 @@ function configView(c: CloudConfig, now: number): Record<string, unknown> {
     root_password_ttl: c.root_password_ttl,
     identity_token_audience: c.identity_token_audience,
     identity_token_ttl: c.identity_token_ttl,
+    seamless_rotation: c.seamless_rotation,
     ...(c.root_password_expiration_date ? { root_password_expiration_date: c.root_password_expiration_date } : {}),
     ...rootScheduleView(c, now),
   };
@@ -154,6 +160,7 @@ const ownFields = {
   identity_token_audience: field.string('Audience of plugin identity tokens for workload identity federation; excludes client_secret.'),
   identity_token_ttl: field.duration('Lifetime of plugin identity tokens (default 1h).'),
   root_password_ttl: field.duration('Validity of the client secret rotate-root creates (default 182d).'),
+  seamless_rotation: field.bool('Default of static roles\' seamless_rotation: stage the next client secret to start before the current one expires (default true).'),
 };
 const fields = { ...ownFields, ...rootScheduleFields };
 const CONFIG_FIELDS = Object.keys(ownFields) as Array<keyof typeof ownFields>;

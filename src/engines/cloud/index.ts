@@ -11,6 +11,10 @@ import { CloudEngine } from './engine.ts';
 import { secretTypes } from './revoke.ts';
 import { roleIssuingOn, rolePaths } from './roles.ts';
 import { RootRotation, rotateRootPaths, type RotateRootOptions } from './rotate-root.ts';
+import { staticCredsPaths } from './static-creds.ts';
+import { registerStaticGauges, staticRotatePaths } from './static-rotate-role.ts';
+import { staticRoleIssuingOn, staticRolePaths } from './static-roles.ts';
+import { StaticRotation } from './static-rotation.ts';
 import { providerMetrics } from '../../providers/azure/observer.ts';
 import { CLOUD_CREDENTIALS, outstandingLeases } from '../../telemetry/families.ts';
 
@@ -31,11 +35,14 @@ export function cloudSecretsEngine(options: CloudEngineOptions = {}): BackendFac
     ctx.metrics.gauge(CLOUD_CREDENTIALS, outstandingLeases(ctx.system, 'creds/'));
     const engine = new CloudEngine({ storage: ctx.storage, clock: ctx.clock, logger: ctx.logger, system: ctx.system, mountAccessor: ctx.mount.accessor, env, factory });
     const rotation = new RootRotation(engine, ctx.metrics, options.rotateRoot);
+    const statics = new StaticRotation(engine, ctx.metrics);
+    registerStaticGauges(engine, ctx.metrics);
     return {
       // Literal paths first; `roles/?` (list) before `roles/<name>`.
       paths: [
         ...configPaths({
-          env, envOptions: { env }, withConfigLock: (fn) => engine.locks.run('config', fn), roleIssuingOn, now: () => ctx.clock.now(),
+          env, envOptions: { env }, withConfigLock: (fn) => engine.locks.run('config', fn),
+          roleIssuingOn: async (storage, appId) => (await roleIssuingOn(storage, appId)) ?? (await staticRoleIssuingOn(storage, appId)), now: () => ctx.clock.now(),
           onChange: async () => {
             engine.invalidate();
             await rotation.refresh();
@@ -44,28 +51,38 @@ export function cloudSecretsEngine(options: CloudEngineOptions = {}): BackendFac
         ...rotateRootPaths(rotation, ctx.metrics),
         ...rolePaths(engine),
         ...credsPaths(engine),
+        ...staticRolePaths(engine, statics),
+        ...staticCredsPaths(engine),
+        ...staticRotatePaths(engine, statics),
       ],
       secrets: secretTypes(async () => (await engine.connect()).clients),
       leader: {
         async start() {
           await engine.wal.sweep();
           await rotation.lead();
+          await statics.lead();
         },
         async stop() {
           engine.wal.stop();
           await rotation.stop();
+          await statics.stop();
         },
       },
+      // A static role written on another node (created, rotated by hand, imported) re-arms the leader's timer within
+      // the coherence bound rather than at the next periodic refresh.
+      cached: { prefixes: ['static-roles/'], invalidate: () => void statics.refresh() },
       // Requests on other nodes leave their failed compensations and unfinished root switches to the leader.
       periodic: ctx.system.shared ? { intervalMs: LEADER_RETRY_MS, run: async () => {
         await engine.wal.sweep();
         await rotation.resume();
         // A schedule written on another node.
         await rotation.refresh();
+        await statics.refresh();
       } } : undefined,
       async cleanup() {
         engine.wal.stop();
         await rotation.stop();
+        await statics.stop();
       },
     };
   };

@@ -132,31 +132,32 @@ export function validateRole(role: CloudRole, rawRoles: Array<z.infer<typeof rol
   } else if (rawRoles.length === 0) {
     throw new BadRequestError(`missing required field "cloud_roles" (or "${VAULT_NAMES.cloud_roles}"): either cloud_roles or application_object_id must be provided`);
   }
-  for (const r of rawRoles) {
-    if (!SCOPE.test(r.scope.trim())) throw new BadRequestError(`invalid value for field "${rolesField}": scope '${r.scope}' is not a management group, subscription, resource group or resource id`);
+  for (const [i, r] of rawRoles.entries()) {
+    if (!SCOPE.test(r.scope.trim())) throw new BadRequestError(`invalid value for field "${rolesField}": element ${i + 1}: scope is not a management group, subscription, resource group or resource id`);
   }
 }
 
 async function resolveRoles(clients: AzureClients, config: CloudConfig, input: Array<z.infer<typeof roleInputSchema>>, rolesField: RolesField): Promise<CanonicalRole[]> {
   const out: CanonicalRole[] = [];
   const seen = new Set<string>();
-  for (const r of input) {
+  for (const [i, r] of input.entries()) {
+    const element = `invalid value for field "${rolesField}": element ${i + 1}`;
     const scope = r.scope.trim().replace(/\/+$/, '');
     let def;
     if (r.role_id?.trim()) {
       const id = r.role_id.trim();
       const full = GUID.test(id) ? `/subscriptions/${config.subscription_id}/providers/Microsoft.Authorization/roleDefinitions/${id}` : id;
       def = await clients.roles.getRoleDefinition(full);
-      if (!def) throw new BadRequestError(`invalid value for field "${rolesField}": no role found for role_id: '${id}'`);
+      if (!def) throw new BadRequestError(`${element}: no role found for its role_id`);
     } else {
       const name = r.role_name!.trim();
       const found = await clients.roles.findRoleDefinitionsByName(`/subscriptions/${config.subscription_id}`, name);
-      if (found.length === 0) throw new BadRequestError(`invalid value for field "${rolesField}": no role found for role_name: '${name}'`);
-      if (found.length > 1) throw new BadRequestError(`invalid value for field "${rolesField}": multiple matches found for role_name: '${name}'. Specify role by ID instead.`);
+      if (found.length === 0) throw new BadRequestError(`${element}: no role found for its role_name`);
+      if (found.length > 1) throw new BadRequestError(`${element}: multiple matches found for its role_name. Specify role by ID instead.`);
       def = found[0];
     }
     const key = `${def.id.toLowerCase()}|${scope.toLowerCase()}`;
-    if (seen.has(key)) throw new BadRequestError(`invalid value for field "${rolesField}": duplicate role_id and scope: '${def.id}', '${scope}'`);
+    if (seen.has(key)) throw new BadRequestError(`${element}: duplicate role_id and scope`);
     seen.add(key);
     out.push({ role_name: def.roleName, role_id: def.id, scope });
   }
@@ -165,21 +166,22 @@ async function resolveRoles(clients: AzureClients, config: CloudConfig, input: A
 
 async function resolveGroups(clients: AzureClients, input: Array<z.infer<typeof groupInputSchema>>, groupsField: GroupsField): Promise<CanonicalGroup[]> {
   const out: CanonicalGroup[] = [];
-  for (const g of input) {
+  for (const [i, g] of input.entries()) {
+    const element = `invalid value for field "${groupsField}": element ${i + 1}`;
     let group;
     if (g.object_id?.trim()) {
       const id = g.object_id.trim();
-      if (!GUID.test(id)) throw new BadRequestError(`invalid value for field "${groupsField}": object_id '${id}' is not a GUID`);
+      if (!GUID.test(id)) throw new BadRequestError(`${element}: object_id is not a GUID`);
       group = await clients.graph.getGroup(id);
-      if (!group) throw new BadRequestError(`invalid value for field "${groupsField}": no group found for object_id: '${id}'`);
+      if (!group) throw new BadRequestError(`${element}: no group found for its object_id`);
     } else {
       const name = g.group_name!.trim();
       const found = await clients.graph.findGroupsByDisplayName(name);
-      if (found.length === 0) throw new BadRequestError(`invalid value for field "${groupsField}": no group found for group_name: '${name}'`);
-      if (found.length > 1) throw new BadRequestError(`invalid value for field "${groupsField}": multiple matches found for group_name: '${name}'. Specify group by object_id instead.`);
+      if (found.length === 0) throw new BadRequestError(`${element}: no group found for its group_name`);
+      if (found.length > 1) throw new BadRequestError(`${element}: multiple matches found for its group_name. Specify group by object_id instead.`);
       group = found[0];
     }
-    if (out.some((o) => o.object_id === group.id)) throw new BadRequestError(`invalid value for field "${groupsField}": duplicate object_id '${group.id}'`);
+    if (out.some((o) => o.object_id === group.id)) throw new BadRequestError(`${element}: duplicate object_id`);
     out.push({ group_name: group.displayName, object_id: group.id });
   }
   return out;
@@ -189,7 +191,7 @@ async function resolveGroups(clients: AzureClients, input: Array<z.infer<typeof 
  * The existing application must exist and must not be the one the engine itself signs in as, named by its
  * object id or (a common mix-up) by its client id. Graph's spelling of the object id is what is stored.
  */
-async function resolveApplication(conn: Connection, objectId: string): Promise<{ id: string; appId: string }> {
+export async function resolveApplication(conn: Connection, objectId: string): Promise<{ id: string; appId: string }> {
   const own = new BadRequestError('invalid value for field "application_object_id": the role may not target the engine\'s own application (config client_id)');
   if (isEngineApp(conn.config, objectId)) throw own;
   const app = await conn.clients.graph.getApplication(objectId);

@@ -13,6 +13,7 @@ import type { Logger } from 'pino';
 import type { Clock } from '../../core/clock.ts';
 import type { SystemView } from '../../core/framework.ts';
 import { newUuid } from '../../core/ids.ts';
+import type { StorageOp } from '../../core/storage/types.ts';
 import type { StorageView } from '../../core/storage/view.ts';
 import type { AzureClients } from '../../providers/azure/clients.ts';
 import { removePasswordsNamed, removePrincipal } from './revoke.ts';
@@ -91,6 +92,11 @@ export class CreationWal {
   /** The created objects now belong to a lease, role or config. */
   async commit(id: string): Promise<void> {
     await this.#d.storage.delete(walKey(id));
+  }
+
+  /** The write that releases entry `id`, committed in one transaction with the record that now owns what it names. */
+  releaseOp(id: string): StorageOp {
+    return { type: 'delete', key: walKey(id) };
   }
 
   /**

@@ -1,7 +1,7 @@
 /** The stored `ldap/config` record: its schema, typed storage helpers, validation, and what is derived from it. */
 import { X509Certificate, createPrivateKey } from 'node:crypto';
 import { z } from 'zod';
-import { BadRequestError } from '../../core/errors.ts';
+import { BadRequestError, invalidField } from '../../core/errors.ts';
 import type { BackendContext } from '../../core/framework.ts';
 import { randomBase62 } from '../../core/ids.ts';
 import type { StorageOp } from '../../core/storage/types.ts';
@@ -176,10 +176,10 @@ export function sameBindAccount(a: LdapConfig, b: LdapConfig): boolean {
 /** Cross-field and format rules of a complete (merged) config; the message names the field. */
 export function validateConfig(config: LdapConfig): void {
   if (!config.binddn) throw new BadRequestError('binddn: a bind DN is required');
-  if (!config.upndomain && !isValidDn(config.binddn)) throw new BadRequestError(`binddn: "${config.binddn}" is not a valid DN`);
+  if (!config.upndomain && !isValidDn(config.binddn)) throw invalidField('binddn', 'not a valid DN (RFC 4514)');
   if (!config.bindpass) throw new BadRequestError('bindpass: a bind password is required');
-  if (config.userdn && !isValidDn(config.userdn)) throw new BadRequestError(`userdn: "${config.userdn}" is not a valid DN`);
-  if (config.userattr && !isValidAttributeName(config.userattr)) throw new BadRequestError(`userattr: "${config.userattr}" is not a valid attribute name`);
+  if (config.userdn && !isValidDn(config.userdn)) throw invalidField('userdn', 'not a valid DN (RFC 4514)');
+  if (config.userattr && !isValidAttributeName(config.userattr)) throw invalidField('userattr', 'not a valid attribute name');
   if (config.password_policy && config.length > 0) {
     throw new BadRequestError("password_policy: cannot set both 'password_policy' and 'length' (send length=0 or password_policy=\"\" to switch)");
   }

@@ -1,5 +1,5 @@
 /** `ldap/config`: the endpoint that reads, writes and deletes the connection settings (stored by config-store.ts). */
-import { BadRequestError, ConflictError } from '../../core/errors.ts';
+import { BadRequestError, ConflictError, invalidField } from '../../core/errors.ts';
 import { field } from '../../core/fields.ts';
 import { definePath } from '../../core/framework.ts';
 import { LDAP_SCHEMAS, defaultUserAttr, isLdapSchema } from '../../providers/ldap/schemas.ts';
@@ -45,7 +45,7 @@ type ConfigFieldName = keyof typeof configFields;
 
 function enumValue<T extends string>(name: string, value: string, allowed: readonly T[]): T {
   const v = value.trim().toLowerCase();
-  if (!(allowed as readonly string[]).includes(v)) throw new BadRequestError(`${name}: "${value}" is not one of ${allowed.join(', ')}`);
+  if (!(allowed as readonly string[]).includes(v)) throw invalidField(name, `expected one of ${allowed.join(', ')}`);
   return v as T;
 }
 
@@ -66,7 +66,7 @@ export function mergeConfig(existing: LdapConfig | undefined, sent: Partial<Reco
   if ('schema' in sent) {
     const schema = (sent.schema as string).trim().toLowerCase();
     if (!schema) throw new BadRequestError('schema: must not be empty');
-    if (!isLdapSchema(schema)) throw new BadRequestError(`schema: the configured schema "${schema}" is not valid. Supported schemas: ${LDAP_SCHEMAS.join(', ')}`);
+    if (!isLdapSchema(schema)) throw invalidField('schema', `not a supported schema (${LDAP_SCHEMAS.join(', ')})`);
     next.schema = schema;
   }
   if ('credential_type' in sent) next.credential_type = enumValue('credential_type', sent.credential_type as string, ['password', 'phrase']);
@@ -141,7 +141,7 @@ export function configPart(engine: LdapEngine): LdapEnginePart {
     if (!existing || accountKeys(bind).join() !== accountKeys(configuredBindAccount(existing)).join()) {
       const owner = await engine.accounts.ownerOf(bind);
       if (owner) {
-        throw new BadRequestError(`binddn: "${next.binddn}" is an account this secrets engine manages (${describeOwner(owner)}); ` +
+        throw new BadRequestError(`binddn: the account is one this secrets engine manages (${describeOwner(owner)}); ` +
           'the engine never manages its own bind account, so take it out of there first');
       }
     }

@@ -167,14 +167,16 @@ class DriftVerifier {
     if (bound) {
       engine.ctx.metrics.counter(LDAP_DRIFT_VERIFICATIONS).inc({ target: kind, result: 'verified' });
       // Not logged as cleared when a guard refused it (a rotation began meanwhile, or this node no longer leads).
-      if ((await readDriftMark(engine.storage, target)) && (await engine.storage.transaction([clearDriftOp(target)], held.guards, [fence]))) {
+      if ((await readDriftMark(engine.storage, target)) && (await engine.storage.transaction([clearDriftOp(target)], held.guards, [fence, driftEvent(engine, 'ldap/drift-cleared', candidate)]))) {
         engine.ctx.logger.info({ account: name }, 'drift mark cleared: the password the server holds binds again');
       }
       return 'verified';
     }
     const current = await readDriftMark(engine.storage, target);
     // Not over a rotation that began or finished since the read: the directory may hold its password.
-    if (!(await engine.storage.transaction([markDriftOp(current, target, engine.clock.now()).op], held.guards, [fence]))) return 'skipped';
+    // Announced once per drift: later rounds only refresh the mark.
+    const detected = current ? [] : [driftEvent(engine, 'ldap/drift-detected', candidate)];
+    if (!(await engine.storage.transaction([markDriftOp(current, target, engine.clock.now()).op], held.guards, [fence, ...detected]))) return 'skipped';
     engine.ctx.metrics.counter(LDAP_DRIFT_VERIFICATIONS).inc({ target: kind, result: 'drifted' });
     engine.ctx.logger.warn({ account: name, action: config.drift_action }, 'drift detected: the directory refuses the password the server holds');
     if (config.drift_action === 'rotate') await this.#takeBack(candidate, fence);
@@ -195,7 +197,7 @@ class DriftVerifier {
       const message = err instanceof StrongroomError ? err.message : 'internal error';
       engine.ctx.logger.warn({ account: name, err: { message } }, 'taking back a drifted account failed; the next round tries again');
       const current = await readDriftMark(engine.storage, target);
-      if (current) await engine.storage.transaction([markDriftOp(current, target, engine.clock.now(), message).op], [], [fence]).catch(() => undefined);
+      if (current) await engine.storage.transaction([markDriftOp(current, target, engine.clock.now(), message).op], [], [fence, driftEvent(engine, 'ldap/drift-take-back-fail', candidate, message)]).catch(() => undefined);
     }
   }
 
@@ -220,4 +222,10 @@ export function driftPart(engine: LdapEngine): LdapEnginePart {
     lead: () => verifier.start(),
     stepDown: () => verifier.stop(),
   };
+}
+
+/** Strongroom's own drift events (docs/events.md); `error` is a message written for clients. */
+function driftEvent(engine: LdapEngine, type: string, { kind, name }: Pick<Candidate, 'kind' | 'name'>, error?: string): PreparedWrite {
+  const path = kind === 'static_role' ? `static-role/${name}` : `library-account/${name}`;
+  return engine.ctx.system.event(type, { modified: 'false', operation: 'verify', path, kind, account: name, ...(error === undefined ? {} : { error }) });
 }

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { BadRequestError } from '../../core/errors.ts';
 import { field } from '../../core/fields.ts';
 import { definePath, type BackendRequest, lowerName } from '../../core/framework.ts';
-import type { StorageView } from '../../core/storage/view.ts';
+import { jsonBytes, type PreparedWrite, type StorageView } from '../../core/storage/view.ts';
 import type { LdifRecord } from '../../lib/ldif/index.ts';
 import { isValidDn } from '../../providers/ldap/dn.ts';
 import { refuseBindAccount, type AccountIdentity } from './accounts.ts';
@@ -41,12 +41,12 @@ export async function readDynamicRole(storage: StorageView, name: string): Promi
   return storage.getJson(roleKey(name), (raw) => dynamicRoleSchema.parse(raw));
 }
 
-async function writeDynamicRole(storage: StorageView, name: string, role: DynamicRole): Promise<void> {
-  await storage.putJson(roleKey(name), role);
+async function writeDynamicRole(storage: StorageView, name: string, role: DynamicRole, event: PreparedWrite): Promise<void> {
+  await storage.commit([{ ops: storage.qualify([{ type: 'put', key: roleKey(name), value: jsonBytes(role) }]), committed: () => {} }, event]);
 }
 
-async function deleteDynamicRole(storage: StorageView, name: string): Promise<void> {
-  await storage.delete(roleKey(name));
+async function deleteDynamicRole(storage: StorageView, name: string, event: PreparedWrite): Promise<void> {
+  await storage.commit([{ ops: storage.qualify([{ type: 'delete', key: roleKey(name) }]), committed: () => {} }, event]);
 }
 
 /** Direct children below a folder; sub-folders end in "/". */
@@ -141,18 +141,21 @@ export function dynamicRolesPart(engine: Pick<LdapEngine, 'ctx' | 'storage' | 'c
   const { storage, clock, locks } = engine;
   const templates = new DynamicTemplates(() => clock.now());
   const lockKey = (name: string) => `role/${name}`;
+  const roleEvent = (operation: 'create' | 'update' | 'delete', name: string) =>
+    engine.ctx.system.event(`ldap/role-${operation}`, { modified: 'true', operation, path: `role/${name}`, name });
   // Outstanding leases need the config to delete their accounts, so roles keep it from being deleted.
   engine.configDependents.push({ what: 'dynamic roles', names: () => allDynamicRoleNames(storage) });
 
   const write = (req: BackendRequest<RoleFields>) =>
     locks.run(lockKey(roleName(req)), async () => {
       const name = roleName(req);
-      const role = mergeDynamicRole(await readDynamicRole(storage, name), req);
+      const stored = await readDynamicRole(storage, name);
+      const role = mergeDynamicRole(stored, req);
       // What the config alone says (a UPN bind's DN needs the directory): credential requests check the rest.
       const config = await readConfig(storage);
       const bind = config && configuredBindAccount(config);
       validateDynamicRole(role, { name, templates, nowMs: clock.now(), mountMaxTtl: engine.ctx.system.maxLeaseTtl(), bind });
-      await writeDynamicRole(storage, name, role);
+      await writeDynamicRole(storage, name, role, roleEvent(stored ? 'update' : 'create', name));
       if (role.rollback_ldif === '') {
         return { warnings: ['rollback_ldif is not set: when creation_ldif fails part-way, the entries it already created stay in the directory'] };
       }
@@ -174,7 +177,7 @@ export function dynamicRolesPart(engine: Pick<LdapEngine, 'ctx' | 'storage' | 'c
         create: write,
         update: write,
         // Outstanding leases keep their own copy of the deletion LDIF, so they are still cleaned up.
-        delete: (req) => locks.run(lockKey(roleName(req)), () => deleteDynamicRole(storage, roleName(req))),
+        delete: (req) => locks.run(lockKey(roleName(req)), () => deleteDynamicRole(storage, roleName(req), roleEvent('delete', roleName(req)))),
       },
     }),
     definePath({

@@ -120,7 +120,7 @@ export async function checkInAccount(engine: Engine, name: string, accept: (acco
       // The borrower's lease ends in the same transaction, so no lease outlives its loan.
       commitAlongside: async () => {
         const end = await engine.ctx.system.leaseEnd(account.borrower.lease_id);
-        return end ? [end] : [];
+        return [...(end ? [end] : []), engine.ctx.system.event('ldap/library-check-in', { modified: 'true', operation: 'update', path: `library/${account.borrower.set}/check-in`, name: account.borrower.set, service_account: name })];
       },
       recorded: () => recordedAccountPassword(engine.storage, name),
     }).finally(() => queue?.handed(account.borrower.set, heir, freed && { name, snapshot: freed }));
@@ -191,11 +191,11 @@ function statusEntry(account: AccountState | undefined, expiresAt: number | unde
 async function checkInTargets(engine: Engine, setNameValue: string, set: LibrarySet, requested: string[] | undefined, mayCheckIn: (b: Borrower) => boolean): Promise<string[]> {
   if (requested && requested.length > 0) {
     const names: string[] = [];
-    for (const wanted of requested) {
+    for (const [i, wanted] of requested.entries()) {
       // A scan, not a map of the members: a check-in usually names one account, and sets are read per request.
       const lower = wanted.toLowerCase();
       const member = set.service_account_names.find((m) => m.toLowerCase() === lower);
-      if (!member) throw new BadRequestError(`invalid value for field "service_account_names": "${wanted}" is not a member of library set "${setNameValue}"`);
+      if (!member) throw new BadRequestError(`invalid value for field "service_account_names": element ${i + 1} is not a member of library set "${setNameValue}"`);
       if (!names.includes(member)) names.push(member);
     }
     for (const name of names) {

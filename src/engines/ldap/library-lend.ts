@@ -64,7 +64,8 @@ export function libraryLender(engine: Engine, queue: LibraryQueue): (req: CheckO
     const borrower = { ...req.borrower, checked_out_at: engine.clock.now() };
     const loan = putAccountOp({ state: 'lent', name: member.name, dn: state.dn, password: state.password, borrower });
     const key = accountSegment(member.name);
-    const attempt = storage.transaction([loan, ...also.ops], guards, [req.lease(member.name)]);
+    const event = engine.ctx.system.event('ldap/library-check-out', { modified: 'true', operation: 'update', path: `library/${borrower.set}/check-out`, name: borrower.set, service_account: member.name });
+    const attempt = storage.transaction([loan, ...also.ops], guards, [req.lease(member.name), event]);
     lending.set(key, attempt);
     try {
       return (await attempt) ? state.password : undefined;

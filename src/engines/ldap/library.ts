@@ -47,10 +47,10 @@ export function validateLibrarySet(set: LibrarySet): void {
   const names = set.service_account_names;
   if (names.length === 0) throw new BadRequestError('invalid value for field "service_account_names": at least one service account is required');
   const seen = new Set<string>();
-  for (const name of names) {
+  for (const [i, name] of names.entries()) {
     if (name === '') throw new BadRequestError('invalid value for field "service_account_names": a service account name must not be empty');
     // Directories match names case-insensitively, so "Svc" and "svc" are the same account.
-    if (seen.has(name.toLowerCase())) throw new BadRequestError(`invalid value for field "service_account_names": "${name}" is listed more than once`);
+    if (seen.has(name.toLowerCase())) throw new BadRequestError(`invalid value for field "service_account_names": element ${i + 1} repeats an earlier one`);
     seen.add(name.toLowerCase());
   }
   if (set.max_ttl > 0 && set.ttl > set.max_ttl) {
@@ -101,8 +101,9 @@ export function libraryPart(engine: LdapEngine): LdapEnginePart {
       const found: Array<{ name: string; dn: string }> = [];
       for (const account of added) {
         const entry = await client.findByUsername(account, ['1.1']);
-        if (!entry) throw new BadRequestError(`invalid value for field "service_account_names": "${account}" was not found in the directory`);
-        refuseBindAccount(bind, { username: account, dn: entry.dn }, `invalid value for field "service_account_names": "${account}"`);
+        const element = `invalid value for field "service_account_names": element ${next.service_account_names.indexOf(account) + 1}`;
+        if (!entry) throw new BadRequestError(`${element} was not found in the directory`);
+        refuseBindAccount(bind, { username: account, dn: entry.dn }, element);
         found.push({ name: account, dn: entry.dn });
       }
       const addedIdentities = found.map((a) => ({ username: a.name, dn: a.dn }));

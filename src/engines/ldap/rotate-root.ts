@@ -73,6 +73,7 @@ export async function rotateRoot(engine: LdapEngine, { scheduled = false, fenced
         })];
       },
       commitConditions,
+      commitAlongside: async () => [engine.ctx.system.event('ldap/rotate-root', { modified: 'true', operation: fenced ? 'periodic' : 'update', path: 'rotate-root' })],
       fence: fenced ? engine.ctx.system.fence() : undefined,
       recorded: bindAccountCheck(engine, entry.dn).recorded,
     }).catch((err: unknown) => {
@@ -96,7 +97,8 @@ async function recordRootFailure(engine: LdapEngine, message: string): Promise<v
       if (!snapshot) return;
       const { config, raw } = snapshot;
       const next = failedState(config, engine.clock.now(), message, backoff);
-      if (await engine.storage.transaction([putConfigOp(next)], [{ key: CONFIG_KEY, expected: raw }], [engine.ctx.system.fence()])) return;
+      const event = engine.ctx.system.event('ldap/rotate-root-fail', { modified: 'false', operation: 'periodic', path: 'rotate-root', error: message, attempts: String(next.root_rotation_failures) });
+      if (await engine.storage.transaction([putConfigOp(next)], [{ key: CONFIG_KEY, expected: raw }], [engine.ctx.system.fence(), event])) return;
       if (!engine.ctx.system.leading()) return;
     }
   });

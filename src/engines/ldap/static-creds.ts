@@ -3,12 +3,15 @@ import { BadRequestError, NotFoundError, StrongroomError } from '../../core/erro
 import { field } from '../../core/fields.ts';
 import { definePath, lowerName } from '../../core/framework.ts';
 import { refuseServingBindAccount, reportBindAccountRoles } from './bind-account-roles.ts';
+import { CONFIG_KEY } from './config-store.ts';
 import type { LdapEngine, LdapEnginePart } from './engine.ts';
-import { GracePeriodError, servedCredential } from './dual-account.ts';
-import { plannedRotation, rotateStaticRole } from './static-role-rotation.ts';
-import { NAME_PATTERN, readStaticRole, rfc3339 } from './static-role-store.ts';
+import { GracePeriodError } from './dual-account.ts';
+import { StaticCredCache } from './static-cred-cache.ts';
+import { rotateStaticRole } from './static-role-rotation.ts';
+import { NAME_PATTERN, readStaticRole } from './static-role-store.ts';
 
 export function staticCredsPart(engine: LdapEngine): LdapEnginePart {
+  const cache = new StaticCredCache();
   return {
     // Reported, never fatal: a failed scan must not keep the mount from starting.
     initialize: () => reportBindAccountRoles(engine).catch((err: unknown) => engine.ctx.logger.warn({ mount: engine.ctx.mount.path, err: (err as Error).message }, 'the scan for static roles on the bind account failed')),
@@ -20,21 +23,10 @@ export function staticCredsPart(engine: LdapEngine): LdapEnginePart {
         operations: {
           read: async (req) => {
             const name = req.params.name!.toLowerCase();
-            const role = await readStaticRole(engine.storage, name);
-            if (!role) throw new NotFoundError(`unknown role: ${name}`);
-            await refuseServingBindAccount(engine, role);
-            const now = engine.clock.now();
-            // Seconds until the password changes next (a dual-account role: its next switch); 0 when only a rotation by hand changes it (as Vault answers).
-            const plan = plannedRotation(role, now);
-            return {
-              data: {
-                ...servedCredential(role, now),
-                last_service_rotation: rfc3339(role.last_rotation),
-                rotation_period: role.rotation_period,
-                ...(role.rotation_schedule ? { rotation_schedule: role.rotation_schedule, rotation_window: role.rotation_window } : {}),
-                ttl: plan ? Math.max(0, Math.round((plan.runAt - now) / 1000)) : 0,
-              },
-            };
+            // The bind-account refusal is checked again whenever the role or the config changes, not on every read.
+            const data = await cache.read(engine.storage, name, engine.clock, { key: CONFIG_KEY, check: (role) => refuseServingBindAccount(engine, role) });
+            if (!data) throw new NotFoundError(`unknown role: ${name}`);
+            return { data };
           },
         },
       }),

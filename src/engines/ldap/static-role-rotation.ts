@@ -125,6 +125,7 @@ export async function rotateStaticRole(engine: LdapEngine, name: string, { sched
         },
         // Recorded over the role as read: an update or another rotation meanwhile fails this record (the WAL keeps the password).
         commitConditions: [{ key: staticRoleKey(name), expected: snapshot.raw }],
+        commitAlongside: async () => [engine.ctx.system.event('ldap/rotate', { modified: 'true', operation: scheduled ? 'periodic' : 'update', path: `rotate-role/${name}`, name })],
         fence: scheduled ? engine.ctx.system.fence() : fence,
         recorded: () => recordedPassword(engine.storage, name, id),
       });
@@ -220,13 +221,18 @@ function failedRecord(engine: LdapEngine, role: StaticRole, err: unknown, now: n
   };
 }
 
+/** The `ldap/rotate-fail` event of a failed attempt: its error is the one the role records, written for clients. */
+function rotateFailEvent(engine: LdapEngine, role: StaticRole): PreparedWrite {
+  return engine.ctx.system.event('ldap/rotate-fail', { modified: 'false', operation: 'update', path: `rotate-role/${role.name}`, name: role.name, error: role.last_error, attempts: String(role.failed_attempts) });
+}
+
 /** Records a failed attempt on the role (as stored now; `read` if storage fails too) and plans its retry. */
 export async function recordFailure(engine: LdapEngine, read: StaticRole, err: unknown, attempt: FailedAttempt): Promise<void> {
   engine.ctx.metrics.counter(LDAP_STATIC_ROTATIONS).inc({ result: 'failure' });
   const now = engine.clock.now();
   let failed = failedRecord(engine, read, err, now, attempt);
   try {
-    const stored = await editStaticRole(engine.storage, read.name, (role) => failedRecord(engine, role, err, now, attempt));
+    const stored = await editStaticRole(engine.storage, read.name, (role) => failedRecord(engine, role, err, now, attempt), (role) => [rotateFailEvent(engine, role)]);
     // A role deleted meanwhile stops here: nothing retries it.
     if (!stored) return engine.scheduler.unschedule(read.name);
     failed = stored;

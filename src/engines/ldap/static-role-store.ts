@@ -2,7 +2,7 @@
 import { z } from 'zod';
 import { ConflictError } from '../../core/errors.ts';
 import type { StorageOp } from '../../core/storage/types.ts';
-import { jsonBytes, type StorageView } from '../../core/storage/view.ts';
+import { jsonBytes, type PreparedWrite, type StorageView } from '../../core/storage/view.ts';
 import type { AccountIdentity, AccountOwner } from './accounts.ts';
 import { accountIdentity, dualAccountShape, managedAccounts } from './dual-account.ts';
 
@@ -69,28 +69,30 @@ export async function readStaticRole(storage: StorageView, name: string): Promis
 /** The role with the bytes it was read from, for a write that must not overwrite another node's (a rotation's record). */
 export async function readStaticRoleSnapshot(storage: StorageView, name: string): Promise<{ role: StaticRole; raw: Buffer } | undefined> {
   const raw = await storage.get(staticRoleKey(name));
-  return raw && { role: staticRoleSchema.parse(JSON.parse(raw.toString('utf8'))), raw };
+  return raw && { role: parseStaticRole(raw), raw };
 }
+
+export const parseStaticRole = (raw: Buffer): StaticRole => staticRoleSchema.parse(JSON.parse(raw.toString('utf8')));
 
 export function putStaticRoleOp(role: StaticRole): StorageOp {
   return { type: 'put', key: staticRoleKey(role.name), value: jsonBytes(staticRoleSchema.parse(role)) };
 }
 
 /** Writes the role over exactly `expected` (undefined: where there is none); false when it changed meanwhile. */
-export async function writeStaticRole(storage: StorageView, role: StaticRole, expected: Buffer | undefined): Promise<boolean> {
-  return storage.transaction([putStaticRoleOp(role)], [{ key: staticRoleKey(role.name), expected }]);
+export async function writeStaticRole(storage: StorageView, role: StaticRole, expected: Buffer | undefined, alongside: PreparedWrite[] = []): Promise<boolean> {
+  return storage.transaction([putStaticRoleOp(role)], [{ key: staticRoleKey(role.name), expected }], alongside);
 }
 
 /**
  * Applies `edit` to the role as stored, by compare-and-set: another node may record a rotation at any moment, and a
  * write built on the role read before it would put the previous password back. Undefined when there is no role.
  */
-export async function editStaticRole(storage: StorageView, name: string, edit: (role: StaticRole) => StaticRole): Promise<StaticRole | undefined> {
+export async function editStaticRole(storage: StorageView, name: string, edit: (role: StaticRole) => StaticRole, alongside: (role: StaticRole) => PreparedWrite[] = () => []): Promise<StaticRole | undefined> {
   for (let attempt = 0; attempt < 8; attempt++) {
     const current = await readStaticRoleSnapshot(storage, name);
     if (!current) return undefined;
     const next = edit(current.role);
-    if (await writeStaticRole(storage, next, current.raw)) return next;
+    if (await writeStaticRole(storage, next, current.raw, alongside(next))) return next;
   }
   throw new ConflictError(`the static role "${name}" kept changing while it was being updated; try again`);
 }

@@ -2,9 +2,10 @@
  * `static-role/:name`: existing directory accounts whose password the server rotates on a period or a cron schedule.
  * The record is static-role-store.ts's, the rotation and the leader's schedule static-role-rotation.ts's.
  */
-import { BadRequestError, ConflictError, StrongroomError } from '../../core/errors.ts';
+import { BadRequestError, ConflictError, invalidField, StrongroomError } from '../../core/errors.ts';
 import { field } from '../../core/fields.ts';
 import { definePath, type BackendRequest, lowerName } from '../../core/framework.ts';
+import type { PreparedWrite } from '../../core/storage/view.ts';
 import { dnEquals, isValidDn } from '../../providers/ldap/dn.ts';
 import { LdapProviderError } from '../../providers/ldap/errors.ts';
 import { ScheduleError, resolveSchedule, sameSchedule, storedSchedule, storedScheduleFields, type ScheduleFields } from '../../lib/rotation-schedule.ts';
@@ -79,13 +80,18 @@ async function validatePasswordPolicy(engine: LdapEngine, name: string): Promise
   return policy;
 }
 
+/** Vault's `ldap/static-role-create|update|delete`. */
+function staticRoleEvent(engine: LdapEngine, operation: 'create' | 'update' | 'delete', name: string): PreparedWrite {
+  return engine.ctx.system.event(`ldap/static-role-${operation}`, { modified: 'true', operation, path: `static-role/${name}`, name });
+}
+
 /** Creates the role; true when a dual-account role's account b is to get its first password next. */
 async function createRole(engine: LdapEngine, name: string, req: RoleRequest): Promise<boolean> {
   if (!req.has('username')) throw new BadRequestError('username: username is a required field to manage a static account');
   const username = (req.data.username ?? '').trim();
   if (!username) throw new BadRequestError('username: username must not be empty');
   const dn = (req.data.dn ?? '').trim();
-  if (dn && !isValidDn(dn)) throw new BadRequestError(`dn: "${dn}" is not a valid DN`);
+  if (dn && !isValidDn(dn)) throw invalidField('dn', 'not a valid DN (RFC 4514)');
   const schedule = validateSchedule(sentScheduleFields(req), undefined);
   const dual = dualSettingsOnCreate(sentDualFields(req), storedSchedule(schedule), engine.clock.now(), username, dn);
   const passwordPolicy = req.has('password_policy') ? await validatePasswordPolicy(engine, req.data.password_policy ?? '') : '';
@@ -102,8 +108,8 @@ async function createRole(engine: LdapEngine, name: string, req: RoleRequest): P
     resolvedDn = (await client.resolveAccount({ dn: dn || undefined, username })).dn;
     // Without a config there is no bind account yet: the config write and every rotation check it then.
     const bind = await bindAccount();
-    refuseBindAccount(bind, { dn: resolvedDn }, dn ? `dn: "${dn}"` : `username: "${username}"`);
-    refuseBindAccount(bind, { username }, `username: "${username}"`);
+    refuseBindAccount(bind, { dn: resolvedDn }, dn ? 'invalid value for field "dn": the entry' : 'invalid value for field "username": the account');
+    refuseBindAccount(bind, { username }, 'invalid value for field "username": the account');
     if (dual.dual_account_mode) resolvedDnB = await resolveAccountB(engine, dual, resolvedDn);
   }
 
@@ -118,7 +124,7 @@ async function createRole(engine: LdapEngine, name: string, req: RoleRequest): P
   await claimAccounts(engine.accounts, owner(name), role);
   if (skip) {
     try {
-      if (!(await writeStaticRole(engine.storage, role, undefined))) throw new ConflictError(`the static role "${name}" was created at the same time by another request; read it`);
+      if (!(await writeStaticRole(engine.storage, role, undefined, [staticRoleEvent(engine, 'create', name)]))) throw new ConflictError(`the static role "${name}" was created at the same time by another request; read it`);
     } catch (err) {
       await engine.accounts.release(owner(name), identities(role));
       throw err;
@@ -137,6 +143,7 @@ async function createRole(engine: LdapEngine, name: string, req: RoleRequest): P
       // The role is stored with the WAL, so a crash from here on leaves both and start-up finishes the import.
       prepare: [putStaticRoleOp(role)],
       intent: dual.dual_account_mode ? encodeIntent({ kind: 'import', account: 'a' }) : undefined,
+      commitAlongside: async () => [staticRoleEvent(engine, 'create', name)],
       commit: (password) => {
         applied = true;
         return [putStaticRoleOp(rotatedRecord(role, password, engine.clock.now())), clearDriftOp(staticRoleTarget(name))];
@@ -184,7 +191,7 @@ async function updateRole(engine: LdapEngine, role: StaticRole, req: RoleRequest
       next.next_rotation = next.due_at = firstDue(next, now);
     }
     return next;
-  });
+  }, () => [staticRoleEvent(engine, 'update', role.name)]);
   if (updated) reschedule(engine, updated);
 }
 
@@ -197,7 +204,7 @@ async function deleteRole(engine: LdapEngine, name: string): Promise<void> {
     await engine.storage.transaction([
       { type: 'delete', key: staticRoleKey(name) }, { type: 'delete', key: walKey(staticRoleTarget(name)) },
       ...managedAccounts(role).map((id) => clearDriftOp(accountTarget(staticRoleTarget(name), id))),
-    ]);
+    ], [], [staticRoleEvent(engine, 'delete', name)]);
     await engine.accounts.release(owner(name), identities(role));
   });
 }

@@ -4,7 +4,7 @@
  * `/{scope}/...` with the scope unencoded, so a scope written `/subscriptions/...` must lose its
  * leading slash or every request path starts with `//`.
  */
-import { AuthorizationManagementClient, type RoleAssignment, type RoleDefinition } from '@azure/arm-authorization';
+import type { AuthorizationManagementClient, RoleAssignment, RoleDefinition } from '@azure/arm-authorization';
 import type { TokenCredential } from '@azure/identity';
 import { scopeFor, type AzureEnvironment } from './environments.ts';
 import { describeUpstream, isNotFound, toProviderError } from './errors.ts';
@@ -67,19 +67,30 @@ export interface RoleClientOptions {
 }
 
 export class SdkRoleClient implements RoleClient {
-  readonly #client: AuthorizationManagementClient;
+  readonly #opts: RoleClientOptions;
+  #client: Promise<AuthorizationManagementClient> | undefined;
   readonly #ctx: CallContext;
 
   constructor(opts: RoleClientOptions) {
-    this.#client = new AuthorizationManagementClient(opts.credential, opts.subscriptionId, {
+    this.#opts = opts;
+    this.#ctx = { retry: observedRetry(opts.retry, opts.observer, 'arm_authorization'), secrets: opts.secrets ?? [] };
+  }
+
+  /** The SDK is loaded at the first call, not at start: its generated client is ~0.1 s of a start that may never use it. */
+  #sdk(): Promise<AuthorizationManagementClient> {
+    const opts = this.#opts;
+    return (this.#client ??= import('@azure/arm-authorization').then(({ AuthorizationManagementClient }) => new AuthorizationManagementClient(opts.credential, opts.subscriptionId, {
       endpoint: opts.environment.resourceManagerEndpoint,
       credentialScopes: [scopeFor(opts.environment.resourceManagerEndpoint)],
       // retry.ts is the only retry layer, bounded by the caller's deadline.
       retryOptions: { maxRetries: 0 },
       redirectOptions: { maxRetries: 0 },
       additionalPolicies: opts.observer && [{ policy: armObserver(opts.observer, 'arm_authorization'), position: 'perCall' }],
-    });
-    this.#ctx = { retry: observedRetry(opts.retry, opts.observer, 'arm_authorization'), secrets: opts.secrets ?? [] };
+    })).catch((err: unknown) => {
+      // A load or construction that failed (e.g. out of file descriptors) is tried again by the next call.
+      this.#client = undefined;
+      throw err;
+    }));
   }
 
   #call<T>(operation: string, fn: () => Promise<T>, opts: CallOptions = {}, notReplicated?: ReplicationCheck): Promise<T> {
@@ -89,7 +100,7 @@ export class SdkRoleClient implements RoleClient {
   getRoleDefinition(roleDefinitionId: string, opts?: CallOptions): Promise<RoleDefinitionInfo | undefined> {
     return this.#call(`get role definition ${roleDefinitionId}`, async () => {
       try {
-        return toDefinition(await this.#client.roleDefinitions.getById(sdkScope(roleDefinitionId), { abortSignal: opts?.signal }));
+        return toDefinition(await (await this.#sdk()).roleDefinitions.getById(sdkScope(roleDefinitionId), { abortSignal: opts?.signal }));
       } catch (err) {
         if (isNotFound(err)) return undefined;
         throw err;
@@ -101,7 +112,7 @@ export class SdkRoleClient implements RoleClient {
     return this.#call(`find role definition "${roleName}"`, async () => {
       const found: RoleDefinitionInfo[] = [];
       // The pager follows nextLink; a failure part-way restarts the listing from the first page.
-      for await (const d of this.#client.roleDefinitions.list(sdkScope(scope), { filter: `roleName eq ${odataString(roleName)}`, abortSignal: opts?.signal })) {
+      for await (const d of (await this.#sdk()).roleDefinitions.list(sdkScope(scope), { filter: `roleName eq ${odataString(roleName)}`, abortSignal: opts?.signal })) {
         found.push(toDefinition(d));
       }
       return found;
@@ -110,7 +121,7 @@ export class SdkRoleClient implements RoleClient {
 
   async createRoleAssignment(input: NewRoleAssignment, opts?: CallOptions): Promise<RoleAssignmentInfo> {
     const create = async (): Promise<RoleAssignmentInfo> =>
-      toAssignment(await this.#client.roleAssignments.create(sdkScope(input.scope), input.name, {
+      toAssignment(await (await this.#sdk()).roleAssignments.create(sdkScope(input.scope), input.name, {
         roleDefinitionId: input.roleDefinitionId,
         principalId: input.principalId,
         // Microsoft's documented mitigation for principals created moments ago.
@@ -118,7 +129,7 @@ export class SdkRoleClient implements RoleClient {
       }, { abortSignal: opts?.signal }));
     const findExisting = async (): Promise<RoleAssignmentInfo | undefined> => {
       const wantedDef = input.roleDefinitionId.split('/').pop()!.toLowerCase();
-      for await (const a of this.#client.roleAssignments.listForScope(sdkScope(input.scope), { filter: `principalId eq ${odataString(input.principalId)}` })) {
+      for await (const a of (await this.#sdk()).roleAssignments.listForScope(sdkScope(input.scope), { filter: `principalId eq ${odataString(input.principalId)}` })) {
         const info = toAssignment(a);
         if (info.scope.toLowerCase() === input.scope.toLowerCase() && info.roleDefinitionId.split('/').pop()!.toLowerCase() === wantedDef) return info;
       }
@@ -136,7 +147,7 @@ export class SdkRoleClient implements RoleClient {
   getRoleAssignment(roleAssignmentId: string, opts?: CallOptions): Promise<RoleAssignmentInfo | undefined> {
     return this.#call(`get role assignment ${roleAssignmentId}`, async () => {
       try {
-        return toAssignment(await this.#client.roleAssignments.getById(sdkScope(roleAssignmentId), { abortSignal: opts?.signal }));
+        return toAssignment(await (await this.#sdk()).roleAssignments.getById(sdkScope(roleAssignmentId), { abortSignal: opts?.signal }));
       } catch (err) {
         if (isNotFound(err)) return undefined;
         throw err;
@@ -147,7 +158,7 @@ export class SdkRoleClient implements RoleClient {
   deleteRoleAssignment(roleAssignmentId: string, opts?: CallOptions): Promise<boolean> {
     return this.#call(`delete role assignment ${roleAssignmentId}`, async () => {
       try {
-        const res = await this.#client.roleAssignments.deleteById(sdkScope(roleAssignmentId), { abortSignal: opts?.signal });
+        const res = await (await this.#sdk()).roleAssignments.deleteById(sdkScope(roleAssignmentId), { abortSignal: opts?.signal });
         // ARM answers 204 with no body when there was nothing to delete.
         return res.id !== undefined;
       } catch (err) {

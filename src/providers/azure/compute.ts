@@ -8,8 +8,8 @@
  * arm-compute 24 asks for a management.azure.com token whatever its endpoint unless given scopes, so the
  * environment's own ARM scope is passed explicitly (a sovereign cloud rejects a public-cloud token).
  */
-import { ComputeManagementClient, type VirtualMachineIdentity, type VirtualMachineScaleSetIdentity } from '@azure/arm-compute';
-import { ManagedServiceIdentityClient } from '@azure/arm-msi';
+import type { ComputeManagementClient, VirtualMachineIdentity, VirtualMachineScaleSetIdentity } from '@azure/arm-compute';
+import type { ManagedServiceIdentityClient } from '@azure/arm-msi';
 import { createPipelineRequest } from '@azure/core-rest-pipeline';
 import type { TokenCredential } from '@azure/identity';
 import { scopeFor, type AzureEnvironment } from './environments.ts';
@@ -101,13 +101,13 @@ export class SdkComputeClient implements ComputeClient {
   }
 
   async getVirtualMachine(subscriptionId: string, resourceGroup: string, name: string, opts?: CallOptions): Promise<ComputeResource | undefined> {
-    const vm = await this.#call('get virtual machine', opts, () => this.#computeFor(subscriptionId).virtualMachines.get(resourceGroup, name));
+    const vm = await this.#call('get virtual machine', opts, async () => (await this.#computeFor(subscriptionId)).virtualMachines.get(resourceGroup, name));
     if (!vm) return undefined;
     return { id: vm.id ?? '', location: vm.location ?? '', principalIds: await this.#principals(vm.identity, opts), scaleSetId: vm.virtualMachineScaleSet?.id };
   }
 
   async getScaleSet(subscriptionId: string, resourceGroup: string, name: string, opts?: CallOptions): Promise<ComputeResource | undefined> {
-    const vmss = await this.#call('get virtual machine scale set', opts, () => this.#computeFor(subscriptionId).virtualMachineScaleSets.get(resourceGroup, name));
+    const vmss = await this.#call('get virtual machine scale set', opts, async () => (await this.#computeFor(subscriptionId)).virtualMachineScaleSets.get(resourceGroup, name));
     if (!vmss) return undefined;
     return { id: vmss.id ?? '', location: vmss.location ?? '', principalIds: await this.#principals(vmss.identity, opts) };
   }
@@ -125,21 +125,25 @@ export class SdkComputeClient implements ComputeClient {
     return { id: res.id ?? resourceId, location: res.location ?? '', principalIds };
   }
 
-  #computeFor(subscriptionId: string): ComputeManagementClient {
+  // The SDKs are loaded at the first call, not at start: their generated clients are ~0.1 s of a start that may never
+  // use them.
+  async #computeFor(subscriptionId: string): Promise<ComputeManagementClient> {
     let client = this.#compute.get(subscriptionId);
     if (!client) {
       const { environment, credential } = this.#opts;
-      client = new ComputeManagementClient(credential, subscriptionId, { ...this.#clientOptions(), credentials: { scopes: [scopeFor(environment.resourceManagerEndpoint)] } });
+      const { ComputeManagementClient } = await import('@azure/arm-compute');
+      client = this.#compute.get(subscriptionId) ?? new ComputeManagementClient(credential, subscriptionId, { ...this.#clientOptions(), credentials: { scopes: [scopeFor(environment.resourceManagerEndpoint)] } });
       this.#compute.set(subscriptionId, client);
     }
     return client;
   }
 
-  #msiFor(subscriptionId: string): ManagedServiceIdentityClient {
+  async #msiFor(subscriptionId: string): Promise<ManagedServiceIdentityClient> {
     let client = this.#msi.get(subscriptionId);
     if (!client) {
       const { environment, credential } = this.#opts;
-      client = new ManagedServiceIdentityClient(credential, subscriptionId, { ...this.#clientOptions(), credentialScopes: [scopeFor(environment.resourceManagerEndpoint)] });
+      const { ManagedServiceIdentityClient } = await import('@azure/arm-msi');
+      client = this.#msi.get(subscriptionId) ?? new ManagedServiceIdentityClient(credential, subscriptionId, { ...this.#clientOptions(), credentialScopes: [scopeFor(environment.resourceManagerEndpoint)] });
       this.#msi.set(subscriptionId, client);
     }
     return client;
@@ -156,7 +160,7 @@ export class SdkComputeClient implements ComputeClient {
       }
       const parsed = parseResourceId(uaiId);
       if (!parsed) continue;
-      const found = await this.#call('get user-assigned identity', opts, () => this.#msiFor(parsed.subscriptionId).userAssignedIdentities.get(parsed.resourceGroup, parsed.name));
+      const found = await this.#call('get user-assigned identity', opts, async () => (await this.#msiFor(parsed.subscriptionId)).userAssignedIdentities.get(parsed.resourceGroup, parsed.name));
       if (found?.principalId) out.push(found.principalId);
     }
     return out;
@@ -176,7 +180,7 @@ export class SdkComputeClient implements ComputeClient {
   }
 
   async #get<T>(operation: string, path: string, subscriptionId: string, opts?: CallOptions): Promise<T | undefined> {
-    const client = this.#msiFor(subscriptionId);
+    const client = await this.#msiFor(subscriptionId);
     return this.#call(operation, opts, async () => {
       const res = await client.sendRequest(createPipelineRequest({ url: `${this.#opts.environment.resourceManagerEndpoint}${path}`, method: 'GET' }));
       const body: unknown = res.bodyAsText ? JSON.parse(res.bodyAsText) : {};

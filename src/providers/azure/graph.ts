@@ -65,6 +65,8 @@ export interface NewPasswordInput {
   /** Should be unique per password: a lost addPassword answer is cleaned up by it before retrying. */
   displayName: string;
   endDateTime: Date;
+  /** When the password starts to authenticate (Graph's default: now); a staged secret starts later. */
+  startDateTime?: Date;
 }
 
 export interface GraphClient {
@@ -214,7 +216,10 @@ export class SdkGraphClient implements GraphClient {
       if (outcomeUnknown) await this.#removePasswordsNamed(kind, objectId, input.displayName, opts);
       try {
         return (await this.#client.api(`/${kind}/${encodeURIComponent(objectId)}/addPassword`).post({
-          passwordCredential: { displayName: input.displayName, endDateTime: input.endDateTime.toISOString() },
+          passwordCredential: {
+            displayName: input.displayName, endDateTime: input.endDateTime.toISOString(),
+            ...(input.startDateTime ? { startDateTime: input.startDateTime.toISOString() } : {}),
+          },
         })) as Raw;
       } catch (err) {
         // A lost answer may hide a password we can never read; remove it before making another.

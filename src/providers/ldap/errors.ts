@@ -4,6 +4,7 @@
  * configured). Messages are scrubbed of every password the failing call knew about.
  */
 import { StrongroomError } from '../../core/errors.ts';
+import { replaceValues } from '../../lib/redact.ts';
 
 export type LdapErrorKind = 'connection' | 'upstream' | 'input';
 
@@ -53,12 +54,12 @@ export const LDAP_RESULT_NAMES: Readonly<Record<number, string>> = {
   80: 'other', 122: 'assertionFailed',
 };
 
-/** Replaces every secret (longest first, so one secret inside another is fully hidden). */
-export function scrub(text: string, secrets: ReadonlyArray<string | undefined>): string {
-  const list = [...new Set(secrets.filter((s): s is string => !!s))].sort((a, b) => b.length - a.length);
-  let out = text;
-  for (const s of list) out = out.split(s).join('[redacted]');
-  return out;
+/** A value a message may hold that is named rather than quoted: a stored config's bind DN is "the configured binddn". */
+export type NamedValue = readonly [value: string, name: string];
+
+/** Every secret replaced by "[redacted]" and every named value by its name (lib/redact.ts says how short ones are). */
+export function scrub(text: string, secrets: ReadonlyArray<string | NamedValue | undefined>): string {
+  return replaceValues(text, secrets.flatMap((s): NamedValue[] => (typeof s === 'string' ? [[s, '[redacted]']] : s ? [s] : [])));
 }
 
 export function ldapResultCode(err: unknown): number | undefined {
@@ -82,7 +83,7 @@ const CONNECT_REASONS: Readonly<Record<string, string>> = {
  * "cannot connect to <url>: <reason>": a directory that could not be reached is never reported as a bind (password)
  * failure, which would send the operator to check credentials.
  */
-export function connectFailure(url: string, err: unknown, secrets: ReadonlyArray<string | undefined>): string {
+export function connectFailure(url: string, err: unknown, secrets: ReadonlyArray<string | NamedValue | undefined>): string {
   const sysCode = (err as { code?: unknown } | null)?.code;
   const reason = typeof sysCode === 'string' && CONNECT_REASONS[sysCode] ? CONNECT_REASONS[sysCode] : err instanceof LdapProviderError ? err.detail : describe(err);
   return scrub(`cannot connect to ${url}: ${reason}`, secrets);
@@ -100,7 +101,7 @@ function describe(err: unknown): string {
   return `LDAP result code ${code} "${LDAP_RESULT_NAMES[code] ?? 'unknown'}": ${msg}`;
 }
 
-export function toProviderError(err: unknown, context: string, secrets: ReadonlyArray<string | undefined>): LdapProviderError {
+export function toProviderError(err: unknown, context: string, secrets: ReadonlyArray<string | NamedValue | undefined>): LdapProviderError {
   if (err instanceof LdapProviderError) {
     return new LdapProviderError(err.kind, scrub(`${context}: ${err.message}`, secrets), err.ldapCode, scrub(err.detail, secrets));
   }

@@ -13,7 +13,7 @@ import type {
 } from './client.ts';
 import { ASSERTION_CONTROL_OID, AssertionControl } from './assertion-control.ts';
 import { escapeDnValue, isValidDn } from './dn.ts';
-import { LdapProviderError, UnknownWriteOutcomeError, connectFailure, isConnectionError, ldapResultCode, toProviderError } from './errors.ts';
+import { LdapProviderError, UnknownWriteOutcomeError, connectFailure, type NamedValue, isConnectionError, ldapResultCode, toProviderError } from './errors.ts';
 import { andFilter, equalityFilter, isValidAttributeName } from './filter.ts';
 import { executeLdif } from './ldif-exec.ts';
 import { defaultUserAttr, passwordChanges } from './schemas.ts';
@@ -47,10 +47,10 @@ export function parseUrlList(url: string): URL[] {
     try {
       parsed = new URL(raw);
     } catch {
-      throw new LdapProviderError('input', `url: "${raw}" is not a valid URL`);
+      throw new LdapProviderError('input', 'invalid value for field "url": not a valid URL');
     }
     if (parsed.protocol !== 'ldap:' && parsed.protocol !== 'ldaps:') {
-      throw new LdapProviderError('input', `url: invalid LDAP scheme in url "${raw}" (use ldap:// or ldaps://)`);
+      throw new LdapProviderError('input', 'invalid value for field "url": invalid LDAP scheme (use ldap:// or ldaps://)');
     }
     return parsed;
   });
@@ -121,7 +121,7 @@ export class LdaptsClient implements LdapClient {
     this.#urls = parseUrlList(config.url);
     this.#timeoutMs = effectiveTimeoutMs(config);
     if (config.userattr !== undefined && config.userattr !== '' && !isValidAttributeName(config.userattr)) {
-      throw new LdapProviderError('input', `userattr: "${config.userattr}" is not a valid attribute name`);
+      throw new LdapProviderError('input', 'invalid value for field "userattr": not a valid attribute name');
     }
     if (config.tls_min_version && config.tls_max_version &&
       Object.keys(TLS_VERSIONS).indexOf(config.tls_max_version) < Object.keys(TLS_VERSIONS).indexOf(config.tls_min_version)) {
@@ -132,8 +132,23 @@ export class LdaptsClient implements LdapClient {
     }
   }
 
-  get #secrets(): string[] {
-    return [this.#config.bindpass, ...(this.#config.fallback_bindpass ?? []), this.#config.client_tls_key ?? ''];
+  /**
+   * What every message is scrubbed of: the passwords, and the stored bind identity by name, so a later request's
+   * error (or a log line) never repeats what a config write stored (docs/security.md, class 3). The search base and
+   * user attribute are never put in a message either, but are not scrubbed: every role DN under the base holds them.
+   */
+  get #secrets(): Array<string | NamedValue> {
+    const { binddn, upndomain } = this.#config;
+    return [
+      this.#config.bindpass, ...(this.#config.fallback_bindpass ?? []), this.#config.client_tls_key ?? '',
+      ...(upndomain ? [[bindIdentity(this.#config), 'the configured binddn@upndomain'], [`${binddn}@${upndomain}`, 'the configured binddn@upndomain']] as NamedValue[] : []),
+      [binddn, 'the configured binddn'], [upndomain ?? '', 'the configured upndomain'],
+    ];
+  }
+
+  /** The search base, named: the configured userdn or the directory's root. */
+  get #base(): string {
+    return this.#config.userdn ? 'the configured userdn' : 'the directory root';
   }
 
   get #userattr(): string {
@@ -169,7 +184,7 @@ export class LdaptsClient implements LdapClient {
       } catch (err) {
         await client?.unbind().catch(() => undefined);
         if (!isConnectionError(err)) throw err;
-        failures.push(connectFailure(url.href, err, this.#secrets));
+        failures.push(connectFailure(`${url.protocol}//${url.host}${url.pathname}`, err, this.#secrets));
       }
     }
     throw new LdapProviderError('connection', failures.join('; '));
@@ -193,7 +208,7 @@ export class LdaptsClient implements LdapClient {
     // A plain connection opens at the first bind: a directory out of reach is a connection failure (#connect words it).
     if (isConnectionError(lastErr)) throw lastErr;
     const which = passwords.length > 1 ? 'current and prior passwords' : 'current password';
-    throw toProviderError(lastErr, `failed to bind as "${identity}" with ${which}`, this.#secrets);
+    throw toProviderError(lastErr, `failed to bind as the configured ${this.#config.upndomain ? 'binddn@upndomain' : 'binddn'} with ${which}`, this.#secrets);
   }
 
   /** The shared bound session, opened on first use and reopened when it was lost. */
@@ -284,7 +299,7 @@ export class LdaptsClient implements LdapClient {
   }
 
   async findByDn(dn: string, attributes: string[] = ['1.1']): Promise<LdapEntry | undefined> {
-    if (!isValidDn(dn)) throw new LdapProviderError('input', `dn: "${dn}" is not a valid DN`);
+    if (!isValidDn(dn)) throw new LdapProviderError('input', 'invalid value for field "dn": not a valid DN (RFC 4514)');
     return this.#run(`read entry "${dn}"`, async (c) => {
       try {
         const { searchEntries } = await c.search(dn, { scope: 'base', filter: '(objectClass=*)', attributes, derefAliases: 'never' });
@@ -300,13 +315,14 @@ export class LdaptsClient implements LdapClient {
   async findByUsername(username: string, attributes?: string[]): Promise<LdapEntry | undefined> {
     const attr = this.#userattr;
     const base = this.#config.userdn ?? '';
-    if (base && !isValidDn(base)) throw new LdapProviderError('input', `userdn: "${base}" is not a valid DN`);
-    return this.#search(base, equalityFilter(attr, username), attr, username, attributes);
+    if (base && !isValidDn(base)) throw new LdapProviderError('input', 'invalid value for field "userdn": not a valid DN (RFC 4514)');
+    return this.#search(base, equalityFilter(attr, username), attr, username, `username "${username}"`, attributes);
   }
 
-  async #search(base: string, filter: string, attr: string, expected: string, attributes?: string[]): Promise<LdapEntry | undefined> {
+  /** `what` names what is searched for; the filter and base are not quoted (they hold the stored config). */
+  async #search(base: string, filter: string, attr: string, expected: string, what: string, attributes?: string[]): Promise<LdapEntry | undefined> {
     const requested = [...new Set([attr, ...(attributes ?? [])])];
-    const found = await this.#run(`search ${filter} under "${base}"`, async (c) => {
+    const found = await this.#run(`search for ${what} under ${this.#base}`, async (c) => {
       try {
         const { searchEntries } = await c.search(base, { scope: 'sub', filter, attributes: requested, derefAliases: 'never' });
         return searchEntries.map(toEntry);
@@ -319,7 +335,7 @@ export class LdaptsClient implements LdapClient {
       ? found.filter((e) => (e.attributes[attr.toLowerCase()] ?? []).includes(expected))
       : found;
     if (matches.length > 1) {
-      throw new LdapProviderError('input', `expected one entry matching ${filter} under "${base}", but found ${matches.length}`);
+      throw new LdapProviderError('input', `expected one entry for ${what} under ${this.#base}, but found ${matches.length}`);
     }
     return matches[0];
   }
@@ -333,7 +349,7 @@ export class LdaptsClient implements LdapClient {
     if (!ref.username) throw new LdapProviderError('input', 'username: a username or dn is required');
     const entry = await this.findByUsername(ref.username);
     if (!entry) {
-      throw new LdapProviderError('input', `username: no entry with ${this.#userattr}="${ref.username}" under "${this.#config.userdn ?? ''}"`, 32);
+      throw new LdapProviderError('input', `username: no entry with ${this.#config.userattr ? 'the configured userattr' : this.#userattr} equal to "${ref.username}" under ${this.#base}`, 32);
     }
     return entry;
   }
@@ -344,12 +360,13 @@ export class LdaptsClient implements LdapClient {
       // The UPN is matched as a filter value (escaped for RFC 4515), not DN-escaped: that mix-up was vault#25249.
       const upn = `${binddn}@${upndomain}`;
       const filter = andFilter('(objectClass=*)', equalityFilter('userPrincipalName', upn));
-      const entry = await this.#search(this.#config.userdn ?? '', filter, 'userPrincipalName', upn);
-      if (!entry) throw new LdapProviderError('input', `binddn: no entry with userPrincipalName="${upn}" under "${this.#config.userdn ?? ''}"`, 32);
+      const what = 'the configured binddn@upndomain';
+      const entry = await this.#search(this.#config.userdn ?? '', filter, 'userPrincipalName', upn, what);
+      if (!entry) throw new LdapProviderError('input', `binddn: no entry with userPrincipalName equal to ${what} under ${this.#base}`, 32);
       return entry;
     }
     const entry = await this.findByDn(binddn);
-    if (!entry) throw new LdapProviderError('input', `binddn: no entry "${binddn}" in the directory`, 32);
+    if (!entry) throw new LdapProviderError('input', 'binddn: no entry with the configured binddn in the directory', 32);
     return entry;
   }
 

@@ -66,7 +66,7 @@ export class Faults {
 
   clear(): void {
     this.active.length = 0;
-    this.replicationDelay({ applicationToServicePrincipal: 0, servicePrincipalToArm: 0, servicePrincipalToGroups: 0 });
+    this.replicationDelay({ applicationToServicePrincipal: 0, servicePrincipalToArm: 0, servicePrincipalToGroups: 0, passwordToToken: 0 });
   }
 
   take(when: 'before' | 'after', service: ServiceName, method: string, path: string): ActiveFault | undefined {

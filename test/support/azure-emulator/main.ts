@@ -7,7 +7,7 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { generateTls } from './ca.ts';
 import { IMDS_TOKEN_PATH, registerImds, type ImdsHost } from './imds.ts';
-import { seedTenant } from './seed.ts';
+import { seedApp, seedTenant } from './seed.ts';
 import { startEmulator } from './server.ts';
 
 /** The audience a workload asks IMDS for and auth/cloud/config expects, as in Azure. */
@@ -46,6 +46,8 @@ const emulator = await startEmulator({
 const delay = Number.parseInt(values['replication-delay-ms'], 10);
 emulator.faults.replicationDelay({ servicePrincipalToArm: delay, servicePrincipalToGroups: delay });
 const tenant = seedTenant(emulator.state, { groups: ['strongroom-readers', 'strongroom-writers'] });
+// An existing application of "your directory" for the README's cloud static role.
+const billing = seedApp(emulator.state, { displayName: 'billing' });
 for (const roleName of ['Strongroom Custom Reader']) emulator.state.addRoleDefinition({ roleName, actions: ['*/read'] });
 const vm = emulator.compute.addVirtualMachine({ subscriptionId: tenant.subscriptionId, ...VM });
 imdsHost = { vm, miTokens: emulator.miTokens, tokens: emulator.tokens, state: emulator.state };
@@ -60,6 +62,7 @@ const tenantEnv = {
   EMULATOR_CLIENT_SECRET: tenant.admin.clientSecret,
   EMULATOR_ENVIRONMENT: environment.name,
   EMULATOR_IMDS: `${emulator.url}${IMDS_TOKEN_PATH}`,
+  EMULATOR_APP_OBJECT_ID: billing.objectId,
 };
 const envPath = join(dir, 'tenant.env');
 await writeFile(`${envPath}.tmp`, Object.entries(tenantEnv).map(([k, v]) => `${k}='${v.replaceAll("'", "'\\''")}'\n`).join(''), { mode: 0o600 });
@@ -68,7 +71,7 @@ await rename(`${envPath}.tmp`, envPath);
 const header = '-H "X-Service-Token: $VAULT_TOKEN"';
 console.log(`Azure emulator for tenant ${emulator.tenantId}
   login ${emulator.url}   graph ${emulator.graphUrl}   arm ${emulator.armUrl}
-  application strongroom-admin (Owner of subscription ${tenant.subscriptionId}); groups ${Object.keys(tenant.groups).join(', ')}
+  application strongroom-admin (Owner of subscription ${tenant.subscriptionId}), application billing; groups ${Object.keys(tenant.groups).join(', ')}
   virtual machine ${VM.name} in resource group ${VM.resourceGroup}, with a system-assigned managed identity; IMDS ${tenantEnv.EMULATOR_IMDS}
 
 # in the shell that starts Strongroom (Node reads NODE_EXTRA_CA_CERTS only at start), then the README's walkthrough:

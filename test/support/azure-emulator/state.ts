@@ -10,6 +10,8 @@ export interface PasswordCredential {
   endDateTime: string;
   /** sha256 of the secret text; the emulator, like Entra ID, cannot show a secret again. */
   secretHash: string;
+  /** Epoch ms from which the token endpoint's replicas know the password (until then: invalid client secret). */
+  authenticatesAt: number;
 }
 
 export interface FederatedIdentityCredential {
@@ -126,7 +128,7 @@ export class EmulatorState {
   readonly deletedItems = new Map<string, DeletedItem>();
   readonly managedIdentities: ManagedIdentity[] = [];
   /** Replication delays applied to objects created from now on (ms). */
-  readonly replication = { applicationToServicePrincipal: 0, servicePrincipalToArm: 0, servicePrincipalToGroups: 0 };
+  readonly replication = { applicationToServicePrincipal: 0, servicePrincipalToArm: 0, servicePrincipalToGroups: 0, passwordToToken: 0 };
   /** Graph limit on password credentials per object. */
   maxPasswordsPerObject = 100;
 
@@ -203,6 +205,7 @@ export class EmulatorState {
       // Graph's default lifetime for addPassword is two years.
       endDateTime: input.endDateTime ?? this.isoNow(2 * 365 * 24 * 3600 * 1000),
       secretHash: hashSecret(secretText),
+      authenticatesAt: this.now() + this.replication.passwordToToken,
     };
     owner.passwordCredentials.push(credential);
     return { credential, secretText };
@@ -212,9 +215,10 @@ export class EmulatorState {
   checkSecret(app: Application, secret: string): SecretCheck {
     const sp = this.servicePrincipalByAppId(app.appId);
     const creds = [...app.passwordCredentials, ...(sp?.passwordCredentials ?? [])];
-    const match = creds.find((c) => secretMatches(secret, c));
-    if (!match) return 'invalid';
     const now = this.now();
+    // A password the token endpoint's replica has not seen yet is as unknown as a wrong one (AADSTS7000215).
+    const match = creds.find((c) => secretMatches(secret, c));
+    if (!match || match.authenticatesAt > now) return 'invalid';
     if (Date.parse(match.endDateTime) <= now || Date.parse(match.startDateTime) > now + 5 * 60_000) return 'expired';
     return 'ok';
   }

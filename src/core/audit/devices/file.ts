@@ -1,31 +1,75 @@
-import { writeSync } from 'node:fs';
-import { open, type FileHandle } from 'node:fs/promises';
-import type { Sink } from './sink.ts';
+import { constants, writeSync } from 'node:fs';
+import { open, realpath, type FileHandle } from 'node:fs/promises';
+import { basename, dirname, isAbsolute, join, relative, sep } from 'node:path';
+import { withoutTarget, type Sink } from './sink.ts';
 
-/** A file opened for appending, or stdout, or nowhere (`file_path` = `discard`). */
+const { O_WRONLY, O_APPEND, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK } = constants;
+/**
+ * Never through a link (the last component; the directories above are resolved and checked first), never waiting
+ * for a FIFO's reader: a FIFO with none is refused at once (ENXIO), one with a reader is refused by the type check.
+ */
+const OPEN_EXISTING = O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK;
+const CREATE = OPEN_EXISTING | O_CREAT | O_EXCL;
+
+/** A file refused before anything is written to it; the message names the rule, not the path (the caller's value). */
+class AuditFileRefused extends Error {}
+
+/**
+ * A file opened for appending, or stdout, or nowhere (`file_path` = `discard`). The file must lie inside the audit
+ * directory (STRONGROOM_AUDIT_DIR) once every link above it is resolved, must not be a link itself, and must be a
+ * regular file: `sys/audit` needs sudo, and sudo must not reach the unseal key, the database or a FIFO that blocks.
+ */
 export class FileSink implements Sink {
   readonly #path: string;
-  /** 0 leaves an existing file's mode alone (Vault's "0000"); a new file is then created 0600. */
+  readonly #dir: string | undefined;
+  /** Applies only to a file this sink creates; 0 creates it 0600. An existing file's mode is never changed. */
   readonly #mode: number;
   #handle: FileHandle | undefined;
   #closed = false;
 
-  constructor(path: string, mode: number) {
+  constructor(path: string, mode: number, dir: string | undefined) {
     this.#path = path;
     this.#mode = mode;
+    this.#dir = dir;
   }
 
   async open(): Promise<void> {
     if (this.#path === 'stdout' || this.#path === 'discard') return;
-    const handle = await open(this.#path, 'a', this.#mode || 0o600);
+    const target = await this.#confined();
+    let handle: FileHandle;
+    let created = true;
     try {
-      // The mode also applies to a file that already existed (a log another process created with wider access).
-      if (this.#mode) await handle.chmod(this.#mode);
+      handle = await open(target, CREATE, this.#mode || 0o600);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw refusal(err);
+      created = false;
+      handle = await open(target, OPEN_EXISTING).catch((e: unknown) => {
+        throw refusal(e);
+      });
+    }
+    try {
+      if (!(await handle.stat()).isFile()) throw new AuditFileRefused('it is not a regular file');
+      // The umask may have narrowed the mode asked for; a file created here gets exactly it.
+      if (created) await handle.chmod(this.#mode || 0o600);
     } catch (err) {
       await handle.close();
       throw err;
     }
     this.#handle = handle;
+  }
+
+  /** The path with its directory's links resolved, refused unless it lies inside the audit directory. */
+  async #confined(): Promise<string> {
+    if (!this.#dir) throw new AuditFileRefused('no audit directory is configured (STRONGROOM_AUDIT_DIR)');
+    const root = await realpath(this.#dir).catch((err: unknown) => {
+      throw new AuditFileRefused(`the audit directory cannot be resolved (${withoutTarget(err).message})`);
+    });
+    const parent = await realpath(dirname(this.#path)).catch((err: unknown) => {
+      throw withoutTarget(err);
+    });
+    const target = join(parent, basename(this.#path));
+    if (!within(root, target)) throw new AuditFileRefused('it is outside the audit directory (STRONGROOM_AUDIT_DIR)');
+    return target;
   }
 
   async write(lines: string[]): Promise<void> {
@@ -77,4 +121,19 @@ export class FileSink implements Sink {
 
 function writeStdout(data: Buffer): Promise<void> {
   return new Promise((resolve, reject) => process.stdout.write(data, (err) => (err ? reject(err) : resolve())));
+}
+
+/** Whether `path` names something strictly inside `root` (both absolute, without links or `..`). */
+export function within(root: string, path: string): boolean {
+  const rel = relative(root, path);
+  return rel !== '' && rel !== '..' && !rel.startsWith(`..${sep}`) && !isAbsolute(rel);
+}
+
+
+/** Why an open failed, in the terms of the rules above where one of them caught it. */
+function refusal(err: unknown): Error {
+  const code = (err as NodeJS.ErrnoException)?.code;
+  if (code === 'ELOOP') return new AuditFileRefused('it is a symbolic link');
+  if (code === 'ENXIO') return new AuditFileRefused('it is not a regular file (a FIFO or socket with no reader)');
+  return withoutTarget(err);
 }

@@ -55,3 +55,14 @@ export class LineQueue {
     return run;
   }
 }
+
+/**
+ * A system error as its code and meaning ("ENOENT: no such file or directory", "ECONNREFUSED"), without the path or
+ * address Node's message quotes: that is what the caller sent, and the answer and the audit entry quote no value.
+ */
+export function withoutTarget(err: unknown): Error {
+  const e = err as NodeJS.ErrnoException;
+  if (!e?.code) return e instanceof Error ? e : new Error(String(err));
+  const meaning = new RegExp(`^${e.code}: ([^,]+)`).exec(e.message)?.[1];
+  return new Error(meaning ? `${e.code}: ${meaning}` : e.code);
+}

@@ -1,6 +1,6 @@
 import { createSocket, type Socket as UdpSocket } from 'node:dgram';
 import { connect, isIPv6, type Socket } from 'node:net';
-import type { Sink } from './sink.ts';
+import { withoutTarget, type Sink } from './sink.ts';
 
 export type SocketType = 'tcp' | 'udp' | 'unix';
 
@@ -65,7 +65,7 @@ export class SocketSink implements Sink {
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         abandon();
-        reject(new Error(`write to ${this.#type} ${this.#address} timed out after ${this.#timeoutMs} ms`));
+        reject(new Error(`write to the ${this.#type} collector timed out after ${this.#timeoutMs} ms`));
       }, this.#timeoutMs);
       start((err) => {
         clearTimeout(timer);
@@ -80,11 +80,11 @@ export class SocketSink implements Sink {
       const socket = this.#type === 'unix' ? connect({ path: this.#address }) : connect(hostPort(this.#address));
       const timer = setTimeout(() => {
         socket.destroy();
-        reject(new Error(`connecting to ${this.#type} ${this.#address} timed out after ${this.#timeoutMs} ms`));
+        reject(new Error(`connecting to the ${this.#type} collector timed out after ${this.#timeoutMs} ms`));
       }, this.#timeoutMs);
       socket.once('error', (err) => {
         clearTimeout(timer);
-        reject(err);
+        reject(withoutTarget(err));
       });
       socket.once('connect', () => {
         clearTimeout(timer);
@@ -105,7 +105,7 @@ export class SocketSink implements Sink {
     return new Promise((resolve, reject) => {
       const fail = (err: Error) => {
         socket.close();
-        reject(err);
+        reject(withoutTarget(err));
       };
       socket.once('error', fail);
       socket.connect(port, host, () => {

@@ -1,0 +1,114 @@
+/**
+ * Dynamic credentials over HTTP: `GET ldap/creds/bench` then `POST sys/leases/revoke`, 8 workers, against the `ldap`
+ * child of servers.ts, beside the floor (bench/dynamic-floor.ts: a bare Fastify process doing the same directory
+ * operations and commits and nothing else) driven by the same client, rounds alternating. Both are judged by cycles/s
+ * and by server CPU per cycle from /proc, by thread (main: HTTP and our code; the SQLite writer; V8's GC helpers).
+ * BENCH_CPU_PROF=<dir>: a CPU profile of our server child.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { IsolatedOu } from '../test/support/slapd.ts';
+import { child, fmt, processCpu, ratio, stop } from './util.ts';
+
+const SERVERS = new URL('./servers.ts', import.meta.url).pathname;
+const WORKERS = 8;
+const ROUNDS = 3;
+
+interface Round {
+  perSecond: number;
+  errors: number;
+  firstError?: string;
+  /** Server CPU per cycle in µs, all threads and by thread name. */
+  cpuUs: number;
+  byThread: Record<string, number>;
+}
+
+async function cycles(pid: number, seconds: number, cycle: () => Promise<void>): Promise<Round> {
+  const before = processCpu(pid);
+  const started = performance.now();
+  const deadline = started + seconds * 1000;
+  let done = 0;
+  let errors = 0;
+  let firstError: string | undefined;
+  await Promise.all(Array.from({ length: WORKERS }, async () => {
+    while (performance.now() < deadline) {
+      try {
+        await cycle();
+        done++;
+      } catch (err) {
+        errors++;
+        firstError ??= (err as Error).message;
+      }
+    }
+  }));
+  const after = processCpu(pid);
+  const perCycle = (a = 0, b = 0) => ((a - b) / Math.max(1, done)) * 1e6;
+  const byThread: Record<string, number> = {};
+  for (const [name, used] of Object.entries(after?.byName ?? {})) byThread[name] = perCycle(used, before?.byName[name]);
+  return { perSecond: done / ((performance.now() - started) / 1000), errors, firstError, cpuUs: perCycle(after?.all, before?.all), byThread };
+}
+
+async function call(url: string, method: 'GET' | 'POST', token: string | undefined, body?: unknown): Promise<any> {
+  const res = await fetch(url, { method, headers: { ...(token ? { 'x-service-token': token } : {}), ...(body ? { 'content-type': 'application/json' } : {}) }, body: body ? JSON.stringify(body) : undefined });
+  const text = await res.text();
+  if (res.status >= 300) throw new Error(`${method} ${url}: ${res.status} ${text.slice(0, 200)}`);
+  return text ? JSON.parse(text) : undefined;
+}
+
+/** `ldif` is the dynamic role's creation, deletion and rollback LDIF (bench/ldap.ts). */
+export async function benchDynamicHttp(ou: IsolatedOu, config: Record<string, unknown>, role: Record<string, unknown>, seconds: number): Promise<string[]> {
+  const dir = mkdtempSync(join(tmpdir(), 'strongroom-bench-'));
+  const procs: Array<Awaited<ReturnType<typeof child>>> = [];
+  try {
+    const profileDir = process.env.BENCH_CPU_PROF;
+    const ours = await child(SERVERS, ['ldap', dir], { BENCH_LDAP: JSON.stringify({ config, role: { username: ou.serviceAccounts[0]!.name, rotation_period: '24h' }, dynamicRole: role }) },
+      profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []);
+    procs.push(ours);
+    const floor = await child(SERVERS, ['dynamic-floor', dir], {
+      BENCH_FLOOR: JSON.stringify({ url: config.url, binddn: config.binddn, bindpass: config.bindpass, usersDn: ou.usersDn, groupDn: ou.groupDn }),
+    });
+    procs.push(floor);
+    const oursCycle = async () => {
+      const creds = await call(`${ours.info.url}/v1/ldap/creds/bench`, 'GET', 'root');
+      await call(`${ours.info.url}/v1/sys/leases/revoke`, 'POST', 'root', { lease_id: creds.lease_id });
+    };
+    const floorCycle = async () => {
+      const creds = await call(`${floor.info.url}/v1/creds`, 'GET', undefined);
+      await call(`${floor.info.url}/v1/revoke`, 'POST', undefined, { lease_id: creds.lease_id });
+    };
+    const a: Round[] = [];
+    const b: Round[] = [];
+    // Warm-up: a fresh process runs unoptimised code for a while.
+    await cycles(ours.proc.pid!, 1, oursCycle);
+    await cycles(floor.proc.pid!, 1, floorCycle);
+    for (let i = 0; i < ROUNDS; i++) {
+      const pair = async () => [a.push(await cycles(ours.proc.pid!, seconds, oursCycle)), b.push(await cycles(floor.proc.pid!, seconds, floorCycle))];
+      if (i % 2 === 0) await pair();
+      else {
+        b.push(await cycles(floor.proc.pid!, seconds, floorCycle));
+        a.push(await cycles(ours.proc.pid!, seconds, oursCycle));
+      }
+    }
+    const best = (xs: Round[]) => xs.reduce((x, y) => (y.perSecond > x.perSecond ? y : x));
+    const medianCpu = (xs: Round[]) => [...xs].sort((x, y) => x.cpuUs - y.cpuUs)[Math.floor(xs.length / 2)]!;
+    const spread = (xs: number[]) => (Math.max(...xs) - Math.min(...xs)) / Math.max(...xs);
+    const line = (label: string, rs: Round[]) => {
+      const r = best(rs);
+      const c = medianCpu(rs);
+      const threads = Object.entries(c.byThread).filter(([, us]) => us >= 1).sort((x, y) => y[1] - x[1]).map(([n, us]) => `${n} ${fmt(us)}`).join(', ');
+      return `dynamic over HTTP: ${label.padEnd(44)} ${fmt(r.perSecond)} cycles/s best (errors ${rs.reduce((n, x) => n + x.errors, 0)}${r.firstError ? `: ${r.firstError.slice(0, 160)}` : ''}); ` +
+        `server CPU ${fmt(c.cpuUs)} µs/cycle median (${threads}); spread over ${ROUNDS} rounds: throughput ${fmt(spread(rs.map((x) => x.perSecond)) * 100)}%, CPU ${fmt(spread(rs.map((x) => x.cpuUs)) * 100)}%`;
+    };
+    const r = ratio(best(a).perSecond, best(b).perSecond);
+    return [
+      line(`creds + sys/leases/revoke, ${WORKERS} workers`, a),
+      line('floor: bare Fastify, same directory ops + 3 commits', b),
+      `dynamic over HTTP: ${fmt(r, 2)}x the floor by throughput (target >= 0.80x) ${r >= 0.8 ? 'OK' : 'BELOW TARGET'}; ` +
+        `${fmt(ratio(medianCpu(a).cpuUs, medianCpu(b).cpuUs), 2)}x its server CPU per cycle`,
+    ];
+  } finally {
+    for (const c of procs) await stop(c.proc, c === procs[0] && process.env.BENCH_CPU_PROF ? 'SIGINT' : 'SIGTERM');
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
