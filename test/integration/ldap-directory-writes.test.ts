@@ -5,7 +5,7 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { afterEach, beforeEach, describe, expect, inject, it, vi } from 'vitest';
 import { FakeClock } from '../../src/core/clock.ts';
-import { ROOT_GRACE_MS, readConfig } from '../../src/engines/ldap/config.ts';
+import { ROOT_GRACE_MS, readConfig } from '../../src/engines/ldap/config-store.ts';
 import { readWal } from '../../src/engines/ldap/rotation.ts';
 import { createLdapClient } from '../../src/providers/ldap/ldapts-client.ts';
 import { configure, cred, ok, mountStorage } from '../support/ldap-engine.ts';

@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, inject, it, vi } from 'vitest';
 import { FakeClock } from '../../src/core/clock.ts';
-import { readStaticRole } from '../../src/engines/ldap/static-roles.ts';
+import { readStaticRole } from '../../src/engines/ldap/static-role-store.ts';
 import { holdingProxy } from '../support/holding-proxy.ts';
 import { configure, cred, ok, mountStorage, ouConfig } from '../support/ldap-engine.ts';
 import { startNode } from '../support/node-process.ts';

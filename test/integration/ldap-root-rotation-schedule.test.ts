@@ -4,7 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterEach, beforeEach, describe, expect, inject, it, vi } from 'vitest';
 import { FakeClock } from '../../src/core/clock.ts';
-import { readConfig } from '../../src/engines/ldap/config.ts';
+import { readConfig } from '../../src/engines/ldap/config-store.ts';
 import { canBind, createIsolatedOu, type IsolatedOu } from '../support/slapd.ts';
 import { testServers, type TestServer } from '../support/server.ts';
 import { configure, ok, mountStorage } from '../support/ldap-engine.ts';

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { afterEach, beforeEach, describe, expect, inject, it, vi } from 'vitest';
 import { FakeClock } from '../../src/core/clock.ts';
 import { MemoryStorage } from '../../src/core/storage/memory.ts';
-import { readConfig } from '../../src/engines/ldap/config.ts';
+import { readConfig } from '../../src/engines/ldap/config-store.ts';
 import { readWal, writeWal } from '../../src/engines/ldap/rotation.ts';
 import { canBind, createIsolatedOu, resetPassword, type IsolatedOu } from '../support/slapd.ts';
 import { testServers, type TestServer } from '../support/server.ts';

@@ -9,10 +9,10 @@ import { MemoryStorage } from '../../src/core/storage/memory.ts';
 import type { StorageCondition, StorageOp } from '../../src/core/storage/types.ts';
 import { StorageView, jsonBytes } from '../../src/core/storage/view.ts';
 import { ManagedAccounts, accountKeys, sameAccount } from '../../src/engines/ldap/accounts.ts';
-import {
-  LdapConnections, ROOT_GRACE_MS, ROOT_WAL_KEY, bindFallbacks, configuredBindAccount, mergeConfig, toConnectionConfig, validateConfig, writeConfig,
-  type LdapConfig, type LdapEngine,
-} from '../../src/engines/ldap/config.ts';
+import { ROOT_GRACE_MS, ROOT_WAL_KEY, bindFallbacks, configuredBindAccount, toConnectionConfig, validateConfig, writeConfig, type LdapConfig } from '../../src/engines/ldap/config-store.ts';
+import { mergeConfig } from '../../src/engines/ldap/config.ts';
+import { LdapConnections } from '../../src/engines/ldap/connections.ts';
+import type { LdapEngine } from '../../src/engines/ldap/engine.ts';
 import { UnrecordedPasswordError, changePasswordWithWal, readWal } from '../../src/engines/ldap/rotation.ts';
 import { RotationScheduler, retryDelayMs } from '../../src/engines/ldap/scheduler.ts';
 import type { LdapClient, LdapConnectionConfig } from '../../src/providers/ldap/client.ts';

@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { MemoryStorage } from '../../src/core/storage/memory.ts';
 import { StorageView } from '../../src/core/storage/view.ts';
 import { StaticCredCache } from '../../src/engines/ldap/static-cred-cache.ts';
-import { parseStaticRole, plannedRotation, putStaticRoleOp, type StaticRole } from '../../src/engines/ldap/static-roles.ts';
+import { plannedRotation } from '../../src/engines/ldap/static-role-rotation.ts';
+import { parseStaticRole, putStaticRoleOp, type StaticRole } from '../../src/engines/ldap/static-role-store.ts';
 
 const T0 = Date.parse('2030-01-04T12:00:00Z');
 const HOUR = 3600_000;

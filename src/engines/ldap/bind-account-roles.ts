@@ -7,8 +7,9 @@
  */
 import { PermissionDeniedError } from '../../core/errors.ts';
 import { sameAccount, type AccountIdentity } from './accounts.ts';
-import { configuredBindAccount, readConfig, type LdapEngine } from './config.ts';
-import { readStaticRoles, staticRoleAccount, type StaticRole } from './static-roles.ts';
+import { configuredBindAccount, readConfig } from './config-store.ts';
+import type { LdapEngine } from './engine.ts';
+import { readStaticRoles, staticRoleAccount, type StaticRole } from './static-role-store.ts';
 
 export const BIND_ACCOUNT_ROLE_ERROR = 'this static role manages the account the secrets engine binds as (a role an earlier version accepted); its password is not served. Delete the role';
 

@@ -1,5 +1,5 @@
 /**
- * The bounded history of bind passwords the bind account may still have (config.ts `unconfirmed_bind_passwords`):
+ * The bounded history of bind passwords the bind account may still have (config-store.ts `unconfirmed_bind_passwords`):
  * a rotate-root whose directory write is late, or never answered, can leave the directory with a password that no
  * longer is the config's `bindpass`. Each is kept as a bind fallback until rotate-root.ts verifies a bind with
  * `bindpass`; past the bound the oldest are dropped (each took a rotate-root that the directory answered since).

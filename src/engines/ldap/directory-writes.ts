@@ -13,7 +13,7 @@ import { StrongroomError } from '../../core/errors.ts';
 import type { PreparedWrite } from '../../core/storage/view.ts';
 import { LdapProviderError } from '../../providers/ldap/errors.ts';
 import { LDAP_DIRECTORY_VERIFICATIONS, type DirectoryWriteOutcome, type DirectoryWriteTarget } from '../../telemetry/families.ts';
-import type { LdapEngine } from './config.ts';
+import type { LdapEngine } from './engine.ts';
 
 /** Leader work found this node no longer leading; nothing more of it was sent to the directory. */
 export class FencedWriteError extends StrongroomError {

@@ -21,13 +21,15 @@ import { StrongroomError } from '../../core/errors.ts';
 import type { PreparedWrite } from '../../core/storage/view.ts';
 import { LeaderTimer } from '../leader-timer.ts';
 import { LDAP_DRIFT_TAKEBACKS, LDAP_DRIFT_VERIFICATIONS, type DriftTarget } from '../../telemetry/families.ts';
-import { readConfig, type LdapConfig, type LdapEngine, type LdapEnginePart } from './config.ts';
+import { readConfig, type LdapConfig } from './config-store.ts';
+import type { LdapEngine, LdapEnginePart } from './engine.ts';
 import { clearDriftOp, markDriftOp, readDriftMark } from './drift-marks.ts';
 import { accountWalTarget, retakeAvailableAccount } from './library-checkout.ts';
 import { allLibrarySetNames, readAccount, readLibrarySet, unchangedAccount } from './library-store.ts';
 import { accountOf, accountTarget, managedAccounts } from './dual-account.ts';
 import { walKey } from './rotation.ts';
-import { listStaticRoleNames, readStaticRoleSnapshot, rotateStaticRole, staticRoleKey, staticRoleTarget } from './static-roles.ts';
+import { rotateStaticRole } from './static-role-rotation.ts';
+import { listStaticRoleNames, readStaticRoleSnapshot, staticRoleKey, staticRoleTarget } from './static-role-store.ts';
 
 /** Verification errors in a row after which a round stops: the directory is not answering, and every bind would fail alike. */
 const MAX_ERRORS_IN_A_ROW = 3;

@@ -10,7 +10,7 @@
  * never serves a password the directory may not have. docs/rotation.md has the state machine and its guarantees.
  *
  * This file holds the dual fields, their validation and account b's lookups, and the rules (which change comes next,
- * what its commit records, when the leader has work, what reads show); static-roles.ts runs the changes.
+ * what its commit records, when the leader has work, what reads show); static-role-rotation.ts runs the changes.
  */
 import { z } from 'zod';
 import { BadRequestError, ConflictError, StrongroomError } from '../../core/errors.ts';
@@ -20,7 +20,7 @@ import { isValidDn } from '../../providers/ldap/dn.ts';
 import { LdapProviderError } from '../../providers/ldap/errors.ts';
 import { shortestInterval, type RotationSchedule } from '../../lib/rotation-schedule.ts';
 import { refuseBindAccount, sameAccount, type AccountIdentity, type AccountOwner, type ManagedAccounts } from './accounts.ts';
-import type { LdapEngine } from './config.ts';
+import type { LdapEngine } from './engine.ts';
 import { readDriftMark } from './drift-marks.ts';
 
 export type AccountId = 'a' | 'b';
@@ -63,7 +63,7 @@ export interface DualRole {
   standby_action: 'keep' | 'reset';
 }
 
-/** The schedule state a static role keeps beside (static-roles.ts). */
+/** The schedule state a static role keeps beside (static-role-store.ts). */
 interface ScheduleState {
   failed_attempts: number;
   next_rotation: number;
@@ -180,7 +180,7 @@ function nextChange(role: DualRole, now: number, req: ChangeRequest): Intent {
   return { kind: 'switch', account: standby };
 }
 
-/** What a rotation of a dual role was asked for (static-roles.ts's RotateOptions). */
+/** What a rotation of a dual role was asked for (static-role-rotation.ts's RotateOptions). */
 export interface DualRotateOptions {
   scheduled: boolean;
   force: boolean;

@@ -7,7 +7,8 @@ import type { LdapClient, LdifExecResult } from '../../providers/ldap/client.ts'
 import { scrub } from '../../providers/ldap/errors.ts';
 import type { AccountIdentity } from './accounts.ts';
 import { DYNAMIC_ROLE_NAME, checkRecordDns, readDynamicRole, roleName, type DynamicRole } from './dynamic-roles.ts';
-import { generatePassword, type LdapEngine, type LdapEnginePart } from './config.ts';
+import { generatePassword } from './config-store.ts';
+import type { LdapEngine, LdapEnginePart } from './engine.ts';
 import { DEFAULT_USERNAME_TEMPLATE, DynamicTemplates, renderLdifTemplate, type LdifField, type LdifTemplateData } from './dynamic-templates.ts';
 
 export const DYNAMIC_CREDS_SECRET_TYPE = 'dynamic_creds';

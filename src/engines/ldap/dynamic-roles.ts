@@ -6,7 +6,8 @@ import { jsonBytes, type PreparedWrite, type StorageView } from '../../core/stor
 import type { LdifRecord } from '../../lib/ldif/index.ts';
 import { isValidDn } from '../../providers/ldap/dn.ts';
 import { refuseBindAccount, type AccountIdentity } from './accounts.ts';
-import { configuredBindAccount, readConfig, type LdapEngine, type LdapEnginePart } from './config.ts';
+import { configuredBindAccount, readConfig } from './config-store.ts';
+import type { LdapEngine, LdapEnginePart } from './engine.ts';
 import {
   decodeLdifInput,
   DEFAULT_USERNAME_TEMPLATE,

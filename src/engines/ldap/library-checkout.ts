@@ -14,7 +14,7 @@ import { field } from '../../core/fields.ts';
 import { definePath, type BackendRequest, type CallerInfo, type LeaseView, type SecretResponse, type SecretType, lowerName } from '../../core/framework.ts';
 import type { StorageCondition, StorageOp } from '../../core/storage/types.ts';
 import type { PreparedWrite } from '../../core/storage/view.ts';
-import type { LdapEngine, LdapEnginePart } from './config.ts';
+import type { LdapEngine, LdapEnginePart } from './engine.ts';
 import {
   ACCOUNT_PREFIX, SET_NAME, accountRecord, accountSegment, canonicalAccount, listAccountNames, putAccountOp, readAccount, readLibrarySet, returningClaim,
   unchangedAccount, type AccountSnapshot, type AccountState, type Borrower, type LentAccount, type LibrarySet,

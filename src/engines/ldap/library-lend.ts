@@ -7,7 +7,7 @@ import { BadRequestError } from '../../core/errors.ts';
 import type { StorageCondition, StorageOp } from '../../core/storage/types.ts';
 import type { PreparedWrite } from '../../core/storage/view.ts';
 import { LDAP_LIBRARY_REFUSED, LDAP_LIBRARY_WAIT_SECONDS, type LibraryRefusal } from '../../telemetry/families.ts';
-import type { LdapEngine } from './config.ts';
+import type { LdapEngine } from './engine.ts';
 import { freeMembers, readMembers, type LibraryQueue, type Member, type QueueView, type Waiter } from './library-queue.ts';
 import { accountSegment, putAccountOp, readAccount, unchangedAccount, type Borrower, type LibrarySet } from './library-store.ts';
 

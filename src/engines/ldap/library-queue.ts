@@ -17,7 +17,7 @@
 import { ConflictError, ThrottledError } from '../../core/errors.ts';
 import type { StorageCondition, StorageOp } from '../../core/storage/types.ts';
 import type { StorageView } from '../../core/storage/view.ts';
-import type { LdapEngine } from './config.ts';
+import type { LdapEngine } from './engine.ts';
 import { accountRecord, readAccount, readLibrarySet, unchangedAccount, type AccountSnapshot } from './library-store.ts';
 
 /** The longest `max_wait` a set may have, and so the longest a check-out waits. */

@@ -6,7 +6,7 @@ import { BadRequestError, ConflictError } from '../../core/errors.ts';
 import { field } from '../../core/fields.ts';
 import { definePath, type BackendRequest, lowerName } from '../../core/framework.ts';
 import { refuseBindAccount, type AccountIdentity, type AccountOwner } from './accounts.ts';
-import type { LdapEngine, LdapEnginePart } from './config.ts';
+import type { LdapEngine, LdapEnginePart } from './engine.ts';
 import { clearDriftOp } from './drift-marks.ts';
 import { accountWalTarget, enrollAccount, libraryCheckoutPart, setName } from './library-checkout.ts';
 import { MAX_WAIT_SECONDS } from './library-queue.ts';

@@ -1,17 +1,18 @@
 /**
  * The engine's gauges, read from storage when scraped, so every node of a cluster reports the same values whichever
- * of them runs the rotations. Its counters are recorded where the events happen (static-roles.ts, rotate-root.ts,
- * library-checkout.ts).
+ * of them runs the rotations. Its counters are recorded where the events happen (static-roles.ts,
+ * static-role-rotation.ts, rotate-root.ts, library-checkout.ts).
  */
 import {
   LDAP_DUAL_ACCOUNT_ROLES, LDAP_DYNAMIC_CREDENTIALS, LDAP_LIBRARY_ACCOUNTS, LDAP_LIBRARY_WAITERS, LDAP_ROTATION_FAILURES, LDAP_ROTATION_OVERDUE, LDAP_STATIC_ROLES, LDAP_STATIC_ROLES_FAILING, outstandingLeases, shared,
 } from '../../telemetry/families.ts';
-import type { LdapEngine } from './config.ts';
+import type { LdapEngine } from './engine.ts';
 import { countWaiters } from './library-queue.ts';
 import { allLibrarySetNames, readAccount, readLibrarySet } from './library-store.ts';
 import { roleState } from './dual-account.ts';
 import { readRotationFailures } from './rotation-failures.ts';
-import { readStaticRoles, roleSchedule } from './static-roles.ts';
+import { roleSchedule } from './static-role-rotation.ts';
+import { readStaticRoles } from './static-role-store.ts';
 
 export function registerLdapGauges(engine: LdapEngine): void {
   const { metrics } = engine.ctx;

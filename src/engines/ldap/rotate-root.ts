@@ -12,7 +12,8 @@
  */
 import { definePath } from '../../core/framework.ts';
 import type { StorageCondition } from '../../core/storage/types.ts';
-import { CONFIG_KEY, ROOT_GRACE_MS, putConfigOp, readConfig, readConfigSnapshot, type LdapEngine, type LdapEnginePart } from './config.ts';
+import { CONFIG_KEY, ROOT_GRACE_MS, putConfigOp, readConfig, readConfigSnapshot } from './config-store.ts';
+import type { LdapEngine, LdapEnginePart } from './engine.ts';
 import { bindHistory } from './bind-history.ts';
 import { FencedWriteError, verifyDirectoryPassword, type VerifiedAccount } from './directory-writes.ts';
 import { changePasswordWithWal, readWal } from './rotation.ts';

@@ -12,9 +12,9 @@
  * before anything else, as its password is never served.
  */
 import { definePath } from '../../core/framework.ts';
-import type { LdapEngine, LdapEnginePart } from './config.ts';
+import type { LdapEngine, LdapEnginePart } from './engine.ts';
 import { listDriftMarks, type DriftMark } from './drift-marks.ts';
-import { readStaticRoles, rfc3339, staticRoleTarget, type StaticRole } from './static-roles.ts';
+import { readStaticRoles, rfc3339, staticRoleTarget, type StaticRole } from './static-role-store.ts';
 import { BIND_ACCOUNT_ROLE_ERROR, bindAccountRoles, storedBindAccount } from './bind-account-roles.ts';
 import type { AccountIdentity } from './accounts.ts';
 

@@ -28,7 +28,8 @@ import { ASSERTION_FAILED } from '../../providers/ldap/assertion-control.ts';
 import { LdapProviderError, UnknownWriteOutcomeError } from '../../providers/ldap/errors.ts';
 import type { DirectoryWriteOutcome } from '../../telemetry/families.ts';
 import { refuseBindAccount } from './accounts.ts';
-import { generatePassword, passwordSource, type LdapConfig, type LdapEngine } from './config.ts';
+import { generatePassword, passwordSource, type LdapConfig } from './config-store.ts';
+import type { LdapEngine } from './engine.ts';
 import { FencedWriteError, checkFence, fenceHolds, verifyDirectoryPassword, type RecordedPassword, type VerificationResult } from './directory-writes.ts';
 
 // ---- write-ahead log -------------------------------------------------------------------------------

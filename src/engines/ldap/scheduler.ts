@@ -3,7 +3,7 @@
  * rotations of different accounts run concurrently (Vault runs them one at a time under a global lock);
  * failures come back with exponential backoff and jitter instead of a fixed 10 s forever.
  *
- * Knows nothing of passwords or storage (rotation.ts), so the engine state in config.ts can hold a
+ * Knows nothing of passwords or storage (rotation.ts), so the engine state in engine.ts can hold a
  * scheduler without importing the code that needs that state.
  */
 import type { Logger } from 'pino';

@@ -17,7 +17,8 @@
 import { setBounded } from '../../core/bounded-map.ts';
 import type { StorageView } from '../../core/storage/view.ts';
 import { servedCredential } from './dual-account.ts';
-import { parseStaticRole, plannedRotation, rfc3339, staticRoleKey, type StaticRole } from './static-roles.ts';
+import { plannedRotation } from './static-role-rotation.ts';
+import { parseStaticRole, rfc3339, staticRoleKey, type StaticRole } from './static-role-store.ts';
 
 /** Roles whose answer is kept; past it the oldest go (a read then parses again, nothing else changes). */
 const LIMIT = 4096;

@@ -3,10 +3,12 @@ import { BadRequestError, NotFoundError, StrongroomError } from '../../core/erro
 import { field } from '../../core/fields.ts';
 import { definePath, lowerName } from '../../core/framework.ts';
 import { refuseServingBindAccount, reportBindAccountRoles } from './bind-account-roles.ts';
-import { CONFIG_KEY, type LdapEngine, type LdapEnginePart } from './config.ts';
+import { CONFIG_KEY } from './config-store.ts';
+import type { LdapEngine, LdapEnginePart } from './engine.ts';
 import { GracePeriodError } from './dual-account.ts';
 import { StaticCredCache } from './static-cred-cache.ts';
-import { NAME_PATTERN, readStaticRole, rotateStaticRole } from './static-roles.ts';
+import { rotateStaticRole } from './static-role-rotation.ts';
+import { NAME_PATTERN, readStaticRole } from './static-role-store.ts';
 
 export function staticCredsPart(engine: LdapEngine): LdapEnginePart {
   const cache = new StaticCredCache();
