@@ -7,7 +7,7 @@ import { FakeClock } from '../../src/core/clock.ts';
 import { createIsolatedOu, deleteSubtree, resetPassword, type IsolatedOu } from '../support/slapd.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 import { configure, ok } from '../support/ldap-engine.ts';
-import { goTo, launchChromium, openConsole, signIn, type WatchedPage } from '../support/console-browser.ts';
+import { closeWatched, goTo, launchChromium, openConsole, signIn, type WatchedPage } from '../support/console-browser.ts';
 
 const facts = inject('slapd');
 let s: TestServer;
@@ -41,11 +41,9 @@ afterAll(async () => {
   await ou?.cleanup();
 });
 afterEach(async () => {
-  if (!w) return;
-  const { incidents, context } = w;
+  const watched = w;
   w = undefined;
-  await context.close();
-  expect(incidents).toEqual([]);
+  expect(await closeWatched(watched)).toEqual([]);
 });
 
 describe('rotation health', () => {

@@ -6,7 +6,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vi
 import { createIsolatedOu, type IsolatedOu } from '../support/slapd.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 import { configure, ok } from '../support/ldap-engine.ts';
-import { goTo, launchChromium, openConsole, seriousViolations, signIn, type WatchedPage } from '../support/console-browser.ts';
+import { closeWatched, goTo, launchChromium, openConsole, seriousViolations, signIn, type WatchedPage } from '../support/console-browser.ts';
 
 const facts = inject('slapd');
 const XSS = '<img src=x onerror=alert(1)>';
@@ -29,11 +29,9 @@ afterAll(async () => {
   await ou?.cleanup();
 });
 afterEach(async () => {
-  if (!w) return;
-  const { incidents, context } = w;
+  const watched = w;
   w = undefined;
-  await context.close();
-  expect(incidents).toEqual([]);
+  expect(await closeWatched(watched)).toEqual([]);
 });
 
 async function open(): Promise<WatchedPage> {

@@ -7,40 +7,13 @@ import { seedApp } from '../support/azure-emulator/seed.ts';
 import { ENV_NAME, tokenWorks } from '../support/cloud-engine.ts';
 import { startFullServer, type FullServer } from '../support/full-server.ts';
 import { ouConfig } from '../support/ldap-engine.ts';
-import { findPython, pythonScripts, type PythonScripts } from '../support/python.ts';
+import { HVAC_PRELUDE, findPython, pythonScripts, type PythonScripts } from '../support/python.ts';
 import { canBind, createIsolatedOu, readEntry, type IsolatedOu } from '../support/slapd.ts';
 
 const INSTALL = 'python3-hvac is not installed; install it with "apt-get install python3-hvac" (Debian/Ubuntu; .ci/run does)';
 const python = await findPython('hvac');
 if (!python) console.warn(`hvac client tests skipped: ${INSTALL}`);
 
-const PRELUDE = String.raw`
-import json
-import sys
-
-import hvac
-from hvac import exceptions
-
-ctx = json.load(sys.stdin)
-client = hvac.Client(url=ctx["url"], token=ctx["token"])
-
-
-def as_client(token):
-    return hvac.Client(url=ctx["url"], token=token)
-
-
-def refusal(call):
-    """The hvac exception a call raises (InvalidRequest 400, Forbidden 403, InvalidPath 404), or None."""
-    try:
-        call()
-    except exceptions.VaultError as err:
-        return type(err).__name__
-    return None
-
-
-def emit(result):
-    print(json.dumps(result))
-`;
 
 const facts = inject('slapd');
 
@@ -56,7 +29,7 @@ describe.skipIf(!python)(python ? 'hvac 0.11' : `hvac 0.11: skipped, ${INSTALL}`
     process.env.CLOUD_ENVIRONMENT = ENV_NAME;
     full = await startFullServer({ listen: true });
     ou = await createIsolatedOu(facts, { users: 1, serviceAccounts: 2 });
-    py = await pythonScripts(python!, PRELUDE);
+    py = await pythonScripts(python!, HVAC_PRELUDE);
   });
   afterAll(async () => {
     await full?.server.core.leases.idle();

@@ -2,34 +2,11 @@
 // and node-vault (the X-Vault-Wrap-TTL header through requestOptions, vault.unwrap), against a listening server.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import nodeVault from 'node-vault';
-import { findPython, pythonScripts, type PythonScripts } from '../support/python.ts';
+import { HVAC_PRELUDE, findPython, pythonScripts, type PythonScripts } from '../support/python.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 
 const python = await findPython('hvac');
 if (!python) console.warn('hvac wrapping tests skipped: python3-hvac is not installed');
-
-const PRELUDE = String.raw`
-import json
-import sys
-
-import hvac
-from hvac import exceptions
-
-ctx = json.load(sys.stdin)
-client = hvac.Client(url=ctx["url"], token=ctx["token"])
-
-
-def refusal(call):
-    try:
-        call()
-    except exceptions.VaultError as err:
-        return type(err).__name__
-    return None
-
-
-def emit(result):
-    print(json.dumps(result))
-`;
 
 let s: TestServer;
 beforeAll(async () => {
@@ -42,7 +19,7 @@ afterAll(async () => {
 describe.skipIf(!python)('hvac 0.11', () => {
   let py: PythonScripts;
   beforeAll(async () => {
-    py = await pythonScripts(python!, PRELUDE);
+    py = await pythonScripts(python!, HVAC_PRELUDE);
   });
   afterAll(async () => {
     await py?.close();

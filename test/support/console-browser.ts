@@ -20,6 +20,13 @@ export interface WatchedPage {
   incidents: string[];
 }
 
+/** Closes a watched page (none: nothing to do) and returns what it saw: dialogs, CSP violations, console errors. */
+export async function closeWatched(w: WatchedPage | undefined): Promise<string[]> {
+  if (!w) return [];
+  await w.context.close();
+  return w.incidents;
+}
+
 export async function openConsole(browser: Browser, baseUrl: string): Promise<WatchedPage> {
   const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
   const incidents: string[] = [];

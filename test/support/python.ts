@@ -29,6 +29,35 @@ export async function findPython(module: string): Promise<string | undefined> {
   return undefined;
 }
 
+/** What every hvac script starts from: `ctx` (url, token) from stdin, a `client`, and the helpers the tests share. */
+export const HVAC_PRELUDE = String.raw`
+import json
+import sys
+
+import hvac
+from hvac import exceptions
+
+ctx = json.load(sys.stdin)
+client = hvac.Client(url=ctx["url"], token=ctx["token"])
+
+
+def as_client(token):
+    return hvac.Client(url=ctx["url"], token=token)
+
+
+def refusal(call):
+    """The hvac exception a call raises (InvalidRequest 400, Forbidden 403, InvalidPath 404), or None."""
+    try:
+        call()
+    except exceptions.VaultError as err:
+        return type(err).__name__
+    return None
+
+
+def emit(result):
+    print(json.dumps(result))
+`;
+
 export interface PythonScripts {
   /** Runs `script` (after `from prelude import *`) with `input` on stdin; resolves with its printed JSON. */
   run<T = any>(script: string, input: Record<string, unknown>): Promise<T>;
