@@ -1,4 +1,5 @@
-import { Acl, DEFAULT_POLICY_HCL, RESPONSE_WRAPPING_POLICY_HCL, parseAclPolicy, type AclPolicy } from './policy/acl.ts';
+import { Acl } from './policy/acl.ts';
+import { DEFAULT_POLICY_HCL, RESPONSE_WRAPPING_POLICY_HCL, parseAclPolicy, type AclPolicy } from './policy/parse.ts';
 import { DEFAULT_PASSWORD_POLICY, generatePassword, parsePasswordPolicy, type PasswordPolicy } from './policy/password-policy.ts';
 import { setBounded } from './bounded-map.ts';
 import { BadRequestError, NotFoundError } from './errors.ts';

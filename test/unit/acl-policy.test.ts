@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { Acl, DEFAULT_POLICY_HCL, parseAclPolicy, PolicyParseError } from '../../src/core/policy/acl.ts';
+import { Acl } from '../../src/core/policy/acl.ts';
+import { DEFAULT_POLICY_HCL, parseAclPolicy, PolicyParseError } from '../../src/core/policy/parse.ts';
 import type { Operation } from '../../src/core/policy/acl.ts';
 import { decodeIfBase64, HclParseError, parseHcl, toPlain } from '../../src/core/policy/hcl.ts';
 

@@ -3,7 +3,8 @@ import { describe, expect, it } from 'vitest';
 import { buildEvent } from '../../src/core/events/envelope.ts';
 import { parseFilter } from '../../src/core/events/filter.ts';
 import { globMatches } from '../../src/core/events/glob.ts';
-import { Acl, parseAclPolicy } from '../../src/core/policy/acl.ts';
+import { Acl } from '../../src/core/policy/acl.ts';
+import { parseAclPolicy } from '../../src/core/policy/parse.ts';
 import { BadRequestError } from '../../src/core/errors.ts';
 
 const plugin = { mount_class: 'secret', mount_accessor: 'ldap_1', mount_path: 'ldap/', plugin: 'ldap' };

@@ -2,7 +2,8 @@
 import { describe, expect, it } from 'vitest';
 import { foldAliases, parameterSpelling, parameterView } from '../../src/core/field-aliases.ts';
 import { field, validateFields, type Fields } from '../../src/core/fields.ts';
-import { Acl, parseAclPolicy } from '../../src/core/policy/acl.ts';
+import { Acl } from '../../src/core/policy/acl.ts';
+import { parseAclPolicy } from '../../src/core/policy/parse.ts';
 import { BadRequestError } from '../../src/core/errors.ts';
 
 const lower = (v: string) => v.toLowerCase();

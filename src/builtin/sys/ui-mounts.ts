@@ -2,7 +2,8 @@ import type { Core } from '../../core/core.ts';
 import { PermissionDeniedError } from '../../core/errors.ts';
 import { definePath, type CallerInfo, type PathDefinition } from '../../core/framework.ts';
 import type { MountEntry } from '../../core/mounts.ts';
-import { parseAclPolicy, type Acl } from '../../core/policy/acl.ts';
+import type { Acl } from '../../core/policy/acl.ts';
+import { parseAclPolicy } from '../../core/policy/parse.ts';
 import { mountInfo } from './mounts.ts';
 
 /** The paths the rules of a token's policies name (a trailing `*` dropped), each policy read and parsed once. */
