@@ -3,7 +3,7 @@
  * policies' texts. Evaluating the rules is acl.ts's job.
  */
 import { decodeIfBase64, labelledBlocks, parseHcl, PolicyParseError, toPlain } from './hcl.ts';
-import type { HclBlock, HclItem, HclNode, HclObject } from './hcl.ts';
+import type { HclBlock, HclItem, HclObject } from './hcl.ts';
 import { DurationError, parseDurationSecond } from '../durations.ts';
 
 export { PolicyParseError } from './hcl.ts';
