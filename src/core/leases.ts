@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import type { Clock } from './clock.ts';
 import { BadRequestError, ConflictError, StrongroomError } from './errors.ts';
 import type { LeaseView, SecretType } from './framework.ts';
+import { bucketName, dueAt, LeaseExpiry } from './lease-expiry.ts';
 import type { KeyOp, StorageCondition, StorageOp } from './storage/types.ts';
 import type { PreparedWrite, StorageView } from './storage/view.ts';
 
@@ -61,32 +62,18 @@ export interface LeaseManagerDeps {
   cluster?: { nodeId: string; alive(nodeId: string): Promise<boolean>; fence(): StorageCondition[] };
 }
 
-const BUCKET_MS = 60_000;
-/**
- * Expiry revocations running at once. After a long downtime every overdue lease falls due together; the
- * rest queue instead of hammering the directory or the cloud (Vault's thundering herd after restore).
- */
-const EXPIRY_CONCURRENCY = 64;
-/** Leases due within this window are held as timers; the rest wait in the storage time index. */
-const HORIZON_MS = 5 * 60_000;
-/**
- * On a shared store a lease registered on another node is not armed there (only the leader expires leases): the
- * leader reads the index buckets around now this often, so such a lease is expired at most this late.
- */
-const NEAR_SCAN_MS = 1000;
 /**
  * How long a revoke by hand waits for another node that claimed the same lease to finish (its engine call is
  * bounded by the engine's own timeouts).
  */
 const CLAIM_WAIT_MS = 60_000;
-const bucketName = (ms: number) => String(Math.floor(ms / BUCKET_MS)).padStart(13, '0');
 const leaseKey = (id: string) => createHash('sha256').update(id).digest('hex').slice(0, 32);
 /** An index of the irrevocable leases, so counting them is one listing (leases marked before it existed are not in it). */
 const irrevocableKey = (id: string) => `irrevocable/${leaseKey(id)}`;
 
 /**
- * Leases: registration, renewal, revocation, and expiry. Start-up never loads every lease: a time index
- * (`time/<minute>/<hash>`) lets the manager arm timers only for what falls due soon, topping up as time passes.
+ * Leases: registration, renewal, revocation, and the records of each (with the time index `time/<minute>/<hash>`
+ * that the expiry scheduler, `lease-expiry.ts`, arms its timers from).
  *
  * Expiry runs on the cluster's leader only (between `start` and `stop`); registration, renewal and revocation by
  * hand run on any node. Because of that, an expiry re-reads its lease before acting (a renewal on another node moved
@@ -97,15 +84,8 @@ const irrevocableKey = (id: string) => `irrevocable/${leaseKey(id)}`;
  */
 export class LeaseManager {
   readonly #d: LeaseManagerDeps;
-  readonly #timers = new Map<string, () => void>();
+  readonly #expiry: LeaseExpiry;
   readonly #inFlight = new Map<string, Promise<void>>();
-  #loadedUntil = 0;
-  #expiring = 0;
-  readonly #expiryQueue: string[] = [];
-  #stopScan: (() => void) | undefined;
-  #stopNearScan: (() => void) | undefined;
-  /** Expiry runs only between start() (this node leads) and stop(). */
-  #stopped = true;
   /** Lease operations under way (renew, extend, revoke, recording a failure), which a move waits for. */
   #active = 0;
   #drained: (() => void) | undefined;
@@ -116,37 +96,25 @@ export class LeaseManager {
 
   constructor(deps: LeaseManagerDeps) {
     this.#d = deps;
+    this.#expiry = new LeaseExpiry({
+      view: deps.view,
+      clock: deps.clock,
+      logger: deps.logger,
+      shared: deps.cluster !== undefined,
+      leases: this,
+      failed: (id, err) => this.#failed(id, err),
+      revoking: (id) => this.#inFlight.has(id),
+      outside: (fn) => this.#inside.exit(fn),
+    });
   }
 
   /** Starts expiring leases (this node leads): arms what falls due soon, and keeps scanning. */
-  async start(): Promise<void> {
-    if (!this.#stopped) return;
-    this.#stopped = false;
-    this.#loadedUntil = 0;
-    await this.#scan();
-    this.#stopScan = this.#repeat(HORIZON_MS / 2, () => this.#scan());
-    if (this.#d.cluster) this.#stopNearScan = this.#repeat(NEAR_SCAN_MS, () => this.#scanNear());
+  start(): Promise<void> {
+    return this.#expiry.start();
   }
 
   stop(): void {
-    this.#stopped = true;
-    this.#stopScan?.();
-    this.#stopNearScan?.();
-    for (const cancel of this.#timers.values()) cancel();
-    this.#timers.clear();
-    this.#expiryQueue.length = 0;
-  }
-
-  /** Runs `scan` every `ms` after the previous run ended, until stopped. */
-  #repeat(ms: number, scan: () => Promise<void>): () => void {
-    let cancel = () => {};
-    const tick = () => {
-      cancel = this.#d.clock.setTimer(ms, () => {
-        void scan().catch((err) => this.#d.logger.error({ err }, 'lease scan failed')).finally(() => { if (!this.#stopped) tick(); });
-      });
-    };
-    tick();
-    return () => cancel();
+    this.#expiry.stop();
   }
 
   /** Leases stored and how many of them are irrevocable, for metrics. */
@@ -171,7 +139,7 @@ export class LeaseManager {
     const full: LeaseEntry = { ...entry, attempts: 0, nextAttempt: 0, irrevocable: false, revokeError: '', lastRenewal: 0, issuedAs: '' };
     const event = this.#announce('lease/issued', full);
     return { lease: full, write: { ops: [...this.#d.view.qualify(this.#records(full)), ...event.ops], conditions: this.#d.guards(entry), committed: () => {
-      this.#armIfSoon(full);
+      this.#expiry.armIfSoon(full);
       this.#d.events?.registered(full.mountPath);
       event.committed();
     } } };
@@ -187,7 +155,7 @@ export class LeaseManager {
   #records(entry: LeaseEntry): KeyOp[] {
     const ops: KeyOp[] = [{ type: 'put', key: `id/${entry.id}`, value: Buffer.from(JSON.stringify(entry)) }];
     // An irrevocable lease waits for an operator, not a time (see #failed).
-    if (!entry.irrevocable) ops.push({ type: 'put', key: `time/${bucketName(this.#dueAt(entry))}/${leaseKey(entry.id)}`, value: Buffer.from(entry.id) });
+    if (!entry.irrevocable) ops.push({ type: 'put', key: `time/${bucketName(dueAt(entry))}/${leaseKey(entry.id)}`, value: Buffer.from(entry.id) });
     else ops.push({ type: 'put', key: irrevocableKey(entry.id), value: Buffer.from(entry.id) });
     if (entry.tokenSalted && entry.kind === 'secret') ops.push({ type: 'put', key: `token/${entry.tokenSalted}/${leaseKey(entry.id)}`, value: Buffer.from(entry.id) });
     if (entry.issuedAs) ops.push({ type: 'put', key: `moved/${leaseKey(entry.issuedAs)}`, value: Buffer.from(entry.id) });
@@ -329,7 +297,7 @@ export class LeaseManager {
     if (!entry) return undefined;
     const event = this.#announce(this.#expiringIds.has(entry.id) ? 'lease/expired' : 'lease/revoked', entry);
     return { ops: [...this.#d.view.qualify(this.#deletion(entry)), ...event.ops], committed: () => {
-      this.#disarm(entry.id);
+      this.#expiry.disarm(entry.id);
       event.committed();
     } };
   }
@@ -410,37 +378,6 @@ export class LeaseManager {
     return (await this.#d.view.transaction([{ type: 'put', key, value: mine }], [{ key, expected: current }], fence)) ? mine : undefined;
   }
 
-  #expire(id: string): void {
-    this.#timers.delete(id);
-    this.#expiryQueue.push(id);
-    this.#drainExpiries();
-  }
-
-  #drainExpiries(): void {
-    while (this.#expiring < EXPIRY_CONCURRENCY && this.#expiryQueue.length > 0 && !this.#stopped) {
-      const id = this.#expiryQueue.shift()!;
-      this.#expiring++;
-      void this.#expireIfDue(id)
-        .catch((err) => this.#failed(id, err))
-        .catch((err) => this.#d.logger.error({ lease_id: id, err }, 'recording a failed revocation failed'))
-        .finally(() => {
-          this.#expiring--;
-          this.#drainExpiries();
-        });
-    }
-  }
-
-  /** A renewal elsewhere may have moved the lease since its timer was armed here: then it is armed again instead. */
-  async #expireIfDue(id: string): Promise<void> {
-    const entry = await this.get(id);
-    if (!entry || entry.irrevocable) return;
-    if (this.#dueAt(entry) > this.#d.clock.now()) {
-      this.#armIfSoon(entry);
-      return;
-    }
-    await this.revoke(id, { expiry: true });
-  }
-
   /** Backoff base·2^attempt with ±50% jitter; after maxAttempts the lease turns irrevocable and stays visible. */
   #failed(id: string, err: unknown): Promise<void> {
     return this.#operation(async () => {
@@ -453,7 +390,7 @@ export class LeaseManager {
         const updated = { ...entry, attempts, irrevocable: true, revokeError: `out of retries: ${message}` };
         await this.#d.view.transaction([
           { type: 'put', key: `id/${entry.id}`, value: Buffer.from(JSON.stringify(updated)) },
-          { type: 'delete', key: `time/${bucketName(this.#dueAt(entry))}/${leaseKey(entry.id)}` },
+          { type: 'delete', key: `time/${bucketName(dueAt(entry))}/${leaseKey(entry.id)}` },
           { type: 'put', key: irrevocableKey(entry.id), value: Buffer.from(entry.id) },
         ], [this.#unchanged(entry)]);
         return;
@@ -466,10 +403,6 @@ export class LeaseManager {
     });
   }
 
-  #dueAt(entry: LeaseEntry): number {
-    return entry.nextAttempt || entry.expireTime;
-  }
-
   /** Guard of a change of `entry`: the lease is still stored exactly as it was read. */
   #unchanged(entry: LeaseEntry): StorageCondition {
     return { key: `id/${entry.id}`, expected: this.#stored.get(entry) };
@@ -477,13 +410,13 @@ export class LeaseManager {
 
   /** A ConflictError when the lease changed since `before` was read (revoked or renewed through another node). */
   async #reschedule(before: LeaseEntry, after: LeaseEntry, event?: string): Promise<LeaseEntry> {
-    const oldKey = `time/${bucketName(this.#dueAt(before))}/${leaseKey(before.id)}`;
-    const newKey = `time/${bucketName(this.#dueAt(after))}/${leaseKey(after.id)}`;
+    const oldKey = `time/${bucketName(dueAt(before))}/${leaseKey(before.id)}`;
+    const newKey = `time/${bucketName(dueAt(after))}/${leaseKey(after.id)}`;
     const ops = [{ type: 'put' as const, key: `id/${after.id}`, value: Buffer.from(JSON.stringify(after)) }];
     const written = await this.#d.view.transaction(oldKey === newKey ? ops : [...ops, { type: 'delete', key: oldKey }, { type: 'put', key: newKey, value: Buffer.from(after.id) }], [this.#unchanged(before)], event ? [this.#announce(event, after)] : []);
     if (!written) throw new ConflictError('the lease was revoked or changed meanwhile; read it again');
-    this.#disarm(after.id);
-    this.#armIfSoon(after);
+    this.#expiry.disarm(after.id);
+    this.#expiry.armIfSoon(after);
     return after;
   }
 
@@ -492,7 +425,7 @@ export class LeaseManager {
    * during its revocation (a library check-in) committed the event with its own record of the end.
    */
   async #delete(entry: LeaseEntry, event: string): Promise<void> {
-    this.#disarm(entry.id);
+    this.#expiry.disarm(entry.id);
     if (await this.#d.view.transaction(this.#deletion(entry), [this.#unchanged(entry)], [this.#announce(event, entry)])) return;
     const present = (await this.#d.view.get(`id/${entry.id}`)) !== undefined;
     await this.#d.view.transaction(this.#deletion(entry), [], present ? [this.#announce(event, entry)] : []);
@@ -501,7 +434,7 @@ export class LeaseManager {
   #deletion(entry: LeaseEntry): KeyOp[] {
     const ops: KeyOp[] = [
       { type: 'delete', key: `id/${entry.id}` },
-      { type: 'delete', key: `time/${bucketName(this.#dueAt(entry))}/${leaseKey(entry.id)}` },
+      { type: 'delete', key: `time/${bucketName(dueAt(entry))}/${leaseKey(entry.id)}` },
     ];
     if (entry.tokenSalted && entry.kind === 'secret') ops.push({ type: 'delete', key: `token/${entry.tokenSalted}/${leaseKey(entry.id)}` });
     if (entry.issuedAs) ops.push({ type: 'delete', key: `moved/${leaseKey(entry.issuedAs)}` });
@@ -510,46 +443,6 @@ export class LeaseManager {
     return ops;
   }
 
-  #disarm(id: string): void {
-    this.#timers.get(id)?.();
-    this.#timers.delete(id);
-  }
-
-  #armIfSoon(entry: LeaseEntry): void {
-    if (this.#stopped || entry.irrevocable) return;
-    const due = this.#dueAt(entry);
-    if (due > this.#d.clock.now() + HORIZON_MS && due >= this.#loadedUntil) return;
-    this.#timers.get(entry.id)?.();
-    // Outside any operation's context: the expiry is an operation of its own, which a move must wait for.
-    this.#timers.set(entry.id, this.#inside.exit(() => this.#d.clock.setTimer(due - this.#d.clock.now(), () => this.#expire(entry.id))));
-  }
-
-  /** Arms timers for every index bucket up to now + horizon (leases already armed are passed over). */
-  async #scan(): Promise<void> {
-    const limit = bucketName(this.#d.clock.now() + HORIZON_MS);
-    for (const folder of await this.#d.view.list('time/')) {
-      const bucket = folder.slice(0, -1);
-      if (bucket > limit) break;
-      await this.#armBucket(bucket);
-    }
-    this.#loadedUntil = (Number(limit) + 1) * BUCKET_MS;
-  }
-
-  /** The buckets around now only: what other nodes registered lately (the full scan finds older leftovers). */
-  async #scanNear(): Promise<void> {
-    const now = this.#d.clock.now();
-    for (let minute = Math.floor(now / BUCKET_MS) - 1; minute * BUCKET_MS <= now + HORIZON_MS; minute++) await this.#armBucket(bucketName(minute * BUCKET_MS));
-  }
-
-  async #armBucket(bucket: string): Promise<void> {
-    for (const key of await this.#d.view.list(`time/${bucket}/`)) {
-      if (this.#stopped) return;
-      const id = (await this.#d.view.get(`time/${bucket}/${key}`))?.toString();
-      if (!id || this.#timers.has(id) || this.#inFlight.has(id)) continue;
-      const entry = await this.get(id);
-      if (entry) this.#armIfSoon(entry);
-    }
-  }
 
   /** Engines see a lease by the id it was issued under, the one they may have recorded (`req.leaseId`). */
   #view(entry: LeaseEntry, increment: number): LeaseView {
@@ -608,8 +501,8 @@ export class LeaseManager {
     }
     const committed = () => {
       for (const { before, after } of moves) {
-        this.#disarm(before.id);
-        this.#armIfSoon(after);
+        this.#expiry.disarm(before.id);
+        this.#expiry.armIfSoon(after);
       }
     };
     const tokens = moves.filter(({ before }) => before.kind === 'token').map(({ before }) => before.tokenSalted);
