@@ -10,6 +10,9 @@ export default defineConfig({
     hookTimeout: 60_000,
     // Real slapd, PostgreSQL and emulator processes are shared per run; forks keep node:sqlite and sockets isolated.
     pool: 'forks',
+    // Most integration files wait on real processes (slapd, PostgreSQL, SIGSTOPped nodes, Chromium) rather than
+    // compute: vitest's default of one worker per core less one (a single worker on 2 cores) left the CPU mostly idle.
+    maxWorkers: 3,
     globalSetup: ['test/support/slapd-global.ts', 'test/support/postgres-global.ts', 'test/support/azure-emulator/global-setup.ts'],
   },
 });
