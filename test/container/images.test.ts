@@ -207,6 +207,15 @@ describe('compose.yaml, run with podman', () => {
     expect(await exec(server.name, ['grep', '^NoNewPrivs', '/proc/1/status'])).toMatch(/^NoNewPrivs:\s+1$/m);
   });
 
+  it('"the image serves the console at /ui/", built in its own stage, with the console\'s headers', async () => {
+    const res = await fetch(`http://127.0.0.1:${hostPorts.strongroom}/ui/`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-security-policy')).toContain("frame-ancestors 'none'");
+    expect(await res.text()).toContain('<script');
+    // Only the build's output is in the image, never the console's sources.
+    expect((await exec(server.name, ['sh', '-c', 'ls /app/ui'])).split('\n').filter(Boolean)).toEqual(['dist']);
+  });
+
   it('"the CI token reads a static credential, issues a dynamic one and checks out a library account, each binding against the OpenLDAP container; nothing else"', async () => {
     const stat = await call('GET', 'ldap/static-cred/app');
     expect(stat.status, JSON.stringify(stat.body)).toBe(200);
