@@ -355,7 +355,8 @@ describe('restarts and leader changes in the middle of a grace', () => {
     ({ s, clock } = await start(at('2031-01-03T13:30:00Z')));
     await clock.advance(1);
     await vi.waitFor(async () => expect(await binds(1, pb)).toBe(false), { timeout: 5000 });
-    expect(await read(s)).toMatchObject({ state: 'active', active_account: 'a', next_rotation: '2031-01-03T14:01:00.001Z' });
+    // Written to the directory first, recorded after (write-ahead): the record may land a moment later.
+    await vi.waitFor(async () => expect(await read(s)).toMatchObject({ state: 'active', active_account: 'a', next_rotation: '2031-01-03T14:01:00.001Z' }), { timeout: 5000, interval: 50 });
     expect((await cred(s, 'app')).password).toBe(pa2);
     expect(await binds(0, pa2)).toBe(true);
   });
@@ -396,7 +397,8 @@ describe('restarts and leader changes in the middle of a grace', () => {
           expect(await binds(0, pa)).toBe(false);
         }, { timeout: 10_000, interval: 200 });
         expect(clock.now()).toBeGreaterThanOrEqual(at('2031-01-03T12:10:00Z'));
-        expect(await read(second)).toMatchObject({ state: 'active', active_account: 'b', next_rotation: '2031-01-03T13:00:00.000Z' });
+        // The reset writes the directory first and records it after (write-ahead): the record may land a moment later.
+        await vi.waitFor(async () => expect(await read(second)).toMatchObject({ state: 'active', active_account: 'b', next_rotation: '2031-01-03T13:00:00.000Z' }), { timeout: 5_000, interval: 50 });
         expect((await cred(second, 'app')).password).toBe(served.password);
 
         await clock.advance(at('2031-01-03T12:59:00Z') - clock.now());
