@@ -88,6 +88,9 @@ describe('kill -9 and leader change', () => {
     const kept = (await ok(follower, 'GET', 'cloud/static-roles/failover')).data.secret_id;
     await vi.waitFor(() => expect(engineMade(app)).toEqual([kept]), { timeout: 20_000, interval: 100 });
     expect(engineMade(app)).not.toContain(first);
+    // The leader removes the secret from the application first and records it after: an update before the record
+    // lands is the 409 "changed meanwhile", so the test waits for the record as an operator would retry.
+    await vi.waitFor(async () => expect((await ok(follower, 'GET', 'cloud/static-roles/failover')).data.pending_removals).toEqual([]), { timeout: 20_000, interval: 100 });
 
     await ok(follower, 'POST', 'cloud/static-roles/failover', { rotation_grace_period: '5s' });
     const old = kept;
