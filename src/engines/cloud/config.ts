@@ -1,8 +1,9 @@
 import { z } from 'zod';
 import { BadRequestError } from '../../core/errors.ts';
 import { field } from '../../core/fields.ts';
-import { definePath, type PathDefinition } from '../../core/framework.ts';
+import { definePath, type PathDefinition, type SystemView } from '../../core/framework.ts';
 import { jsonBytes, type PreparedWrite, type StorageView } from '../../core/storage/view.ts';
+import { cloudEvent } from './events.ts';
 import { resolveEnvironment, type ResolveEnvironmentOptions } from '../../providers/azure/environments.ts';
 import { NO_ROOT_SCHEDULE, applyScheduleFields, rootScheduleFields, rootScheduleShape, rootScheduleView } from '../root-rotation.ts';
 
@@ -71,17 +72,18 @@ export async function readConfigSnapshot(storage: StorageView): Promise<{ config
   return raw && { config: configSchema.parse(JSON.parse(raw.toString('utf8'))), raw };
 }
 
-export async function writeConfig(storage: StorageView, config: CloudConfig): Promise<void> {
-  await storage.putJson(CONFIG_KEY, configSchema.parse(config));
+/** Writes the config, with `alongside` (its event) in the same transaction. */
+export async function writeConfig(storage: StorageView, config: CloudConfig, alongside: PreparedWrite[] = []): Promise<void> {
+  await storage.transaction([{ type: 'put', key: CONFIG_KEY, value: jsonBytes(configSchema.parse(config)) }], [], alongside);
 }
 
 /** Writes the config only over `expected` (the bytes read) and while `fence` holds: leader work. False when not. */
-export async function writeConfigGuarded(storage: StorageView, config: CloudConfig, expected: Buffer | undefined, fence: PreparedWrite): Promise<boolean> {
-  return storage.transaction([{ type: 'put', key: CONFIG_KEY, value: jsonBytes(configSchema.parse(config)) }], [{ key: CONFIG_KEY, expected }], [fence]);
+export async function writeConfigGuarded(storage: StorageView, config: CloudConfig, expected: Buffer | undefined, fence: PreparedWrite, event?: PreparedWrite): Promise<boolean> {
+  return storage.transaction([{ type: 'put', key: CONFIG_KEY, value: jsonBytes(configSchema.parse(config)) }], [{ key: CONFIG_KEY, expected }], event ? [fence, event] : [fence]);
 }
 
-async function deleteConfig(storage: StorageView): Promise<void> {
-  await storage.delete(CONFIG_KEY);
+async function deleteConfig(storage: StorageView, event: PreparedWrite): Promise<void> {
+  await storage.transaction([{ type: 'delete', key: CONFIG_KEY }], [], [event]);
 }
 
 /** The config the engine acts with: stored values with the CLOUD_* environment variables applied. */
@@ -175,6 +177,8 @@ export interface ConfigPathDeps {
   /** Drops clients built from the previous config and re-reads the automated rotation's schedule. */
   onChange(): Promise<void>;
   now(): number;
+  /** Where the config's events are made. */
+  system: Pick<SystemView, 'event'>;
 }
 
 export function configPaths(deps: ConfigPathDeps): PathDefinition[] {
@@ -220,10 +224,10 @@ export function configPaths(deps: ConfigPathDeps): PathDefinition[] {
           if (role) {
             throw new BadRequestError(`invalid value for field "client_id": role '${role}' issues credentials on this application, and the engine may not manage its own application; change or delete the role first`);
           }
-          await writeConfig(req.storage, next);
+          await writeConfig(req.storage, next, [cloudEvent(deps.system, 'config-write', { operation: req.operation, path: 'config' })]);
         }).then(deps.onChange),
         delete: (req) => deps.withConfigLock(async () => {
-          await deleteConfig(req.storage);
+          await deleteConfig(req.storage, cloudEvent(deps.system, 'config-delete', { operation: 'delete', path: 'config' }));
         }).then(deps.onChange),
       },
     }),

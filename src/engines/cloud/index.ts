@@ -42,7 +42,7 @@ export function cloudSecretsEngine(options: CloudEngineOptions = {}): BackendFac
       paths: [
         ...configPaths({
           env, envOptions: { env }, withConfigLock: (fn) => engine.locks.run('config', fn),
-          roleIssuingOn: async (storage, appId) => (await roleIssuingOn(storage, appId)) ?? (await staticRoleIssuingOn(storage, appId)), now: () => ctx.clock.now(),
+          roleIssuingOn: async (storage, appId) => (await roleIssuingOn(storage, appId)) ?? (await staticRoleIssuingOn(storage, appId)), now: () => ctx.clock.now(), system: ctx.system,
           onChange: async () => {
             engine.invalidate();
             await rotation.refresh();

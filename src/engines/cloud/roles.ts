@@ -3,10 +3,11 @@ import { BadRequestError, NotFoundError } from '../../core/errors.ts';
 import { field } from '../../core/fields.ts';
 import { definePath, type BackendRequest, type PathDefinition, lowerName } from '../../core/framework.ts';
 import { newUuid } from '../../core/ids.ts';
-import type { StorageView } from '../../core/storage/view.ts';
+import { jsonBytes, type PreparedWrite, type StorageView } from '../../core/storage/view.ts';
 import type { AzureClients } from '../../providers/azure/clients.ts';
 import { isEngineApp, sameAppId, type CloudConfig } from './config.ts';
 import type { CloudEngine, Connection } from './engine.ts';
+import { cloudEvent } from './events.ts';
 import { canonicalGroupSchema, canonicalRoleSchema, createPrincipal, type CanonicalGroup, type CanonicalRole } from './principals.ts';
 import { removePrincipal } from './revoke.ts';
 
@@ -44,11 +45,12 @@ const roleKey = (name: string) => `roles/${name}`;
 export async function readRole(storage: StorageView, name: string): Promise<CloudRole | undefined> {
   return storage.getJson(roleKey(name), (raw) => roleSchema.parse(raw));
 }
-async function writeRole(storage: StorageView, name: string, role: CloudRole): Promise<void> {
-  await storage.putJson(roleKey(name), roleSchema.parse(role));
+/** The role with its event (`azure/role-create` or `-update`) in one transaction. */
+async function writeRole(storage: StorageView, name: string, role: CloudRole, event: PreparedWrite): Promise<void> {
+  await storage.transaction([{ type: 'put', key: roleKey(name), value: jsonBytes(roleSchema.parse(role)) }], [], [event]);
 }
-async function deleteRole(storage: StorageView, name: string): Promise<void> {
-  await storage.delete(roleKey(name));
+async function deleteRole(storage: StorageView, name: string, event: PreparedWrite): Promise<void> {
+  await storage.transaction([{ type: 'delete', key: roleKey(name) }], [], [event]);
 }
 async function listRoles(storage: StorageView): Promise<string[]> {
   return storage.list('roles/');
@@ -307,6 +309,7 @@ async function writeRoleHandler(engine: CloudEngine, req: BackendRequest<RoleFie
     const conn = await engine.connect();
     const { clients } = conn;
     refuseManagingEngineApp(conn, name, current);
+    const event = () => cloudEvent(engine.system, current ? 'role-update' : 'role-create', { operation: req.operation, path: `roles/${name}`, name });
     const app = next.application_object_id ? await resolveApplication(conn, next.application_object_id) : undefined;
     next.application_object_id = app?.id ?? '';
     next.application_id = app?.appId ?? '';
@@ -325,7 +328,7 @@ async function writeRoleHandler(engine: CloudEngine, req: BackendRequest<RoleFie
         role_assignments: created.roleAssignmentIds.map((id, i) => ({ id, role_id: next.cloud_roles[i].role_id, scope: next.cloud_roles[i].scope })),
       };
       try {
-        await writeRole(req.storage, name, next);
+        await writeRole(req.storage, name, next, event());
       } catch (err) {
         await engine.wal.compensate(created.walId, clients);
         throw err;
@@ -340,7 +343,7 @@ async function writeRoleHandler(engine: CloudEngine, req: BackendRequest<RoleFie
       await removeManagedApp(clients, next.managed_app, next.permanently_delete);
       next.managed_app = null;
     }
-    await writeRole(req.storage, name, next);
+    await writeRole(req.storage, name, next, event());
     return warnings ? { warnings } : undefined;
   });
 }
@@ -376,7 +379,7 @@ export function rolePaths(engine: CloudEngine): PathDefinition[] {
               refuseManagingEngineApp(conn, name, role);
               await removeManagedApp(conn.clients, role.managed_app, role.permanently_delete);
             }
-            await deleteRole(req.storage, name);
+            await deleteRole(req.storage, name, cloudEvent(engine.system, 'role-delete', { operation: 'delete', path: `roles/${name}`, name }));
           });
         },
       },

@@ -19,6 +19,7 @@ import { scopeFor } from '../../providers/azure/environments.ts';
 import { withRetry, type RetryOptions } from '../../providers/azure/retry.ts';
 import { effectiveConfig, overriddenFields, readConfig, readConfigSnapshot, writeConfig, writeConfigGuarded, type CloudConfig, type PendingRoot } from './config.ts';
 import type { CloudEngine } from './engine.ts';
+import { cloudEvent } from './events.ts';
 import { DEFAULT_ROOT_BACKOFF, failedState, rootRotationPlan, rootRotationTimer, rotatedState, type RetryBackoff } from '../root-rotation.ts';
 import type { LeaderTimer } from '../leader-timer.ts';
 import type { MountMetrics } from '../../core/framework.ts';
@@ -90,7 +91,7 @@ export class RootRotation {
         throw new BadRequestError('rotate-root does not apply to workload identity federation: the engine holds no client secret (it authenticates with plugin identity tokens for identity_token_audience); remove identity_token_audience and set client_secret to use it');
       }
       if (!stored.client_secret) throw new BadRequestError('rotate-root needs a client_id and client_secret in config');
-      if (stored.pending_root) return this.#finish(stored, stored.pending_root);
+      if (stored.pending_root) return this.#finish(stored, stored.pending_root, scheduled);
 
       const config = effectiveConfig(stored, e.env);
       const { graph } = e.clientsFor(config);
@@ -123,7 +124,7 @@ export class RootRotation {
         throw err;
       }
       await e.wal.commit(walId);
-      return [...warnings, ...(await this.#finish({ ...stored, pending_root: pending }, pending))];
+      return [...warnings, ...(await this.#finish({ ...stored, pending_root: pending }, pending, scheduled))];
     });
   }
 
@@ -131,7 +132,7 @@ export class RootRotation {
   async resume(): Promise<void> {
     await this.#engine.locks.run('config', async () => {
       const stored = await readConfig(this.#engine.storage);
-      if (stored?.pending_root) await this.#finish(stored, stored.pending_root);
+      if (stored?.pending_root) await this.#finish(stored, stored.pending_root, true);
     });
   }
 
@@ -150,12 +151,14 @@ export class RootRotation {
         const snapshot = await readConfigSnapshot(e.storage);
         if (!snapshot) return;
         const next = failedState(snapshot.config, e.clock.now(), message, this.#opts.backoff ?? DEFAULT_ROOT_BACKOFF);
-        if ((await writeConfigGuarded(e.storage, next, snapshot.raw, e.system.fence())) || !e.system.leading()) return;
+        const event = cloudEvent(e.system, 'rotate-root-fail', { operation: 'periodic', path: 'rotate-root', error: message, attempts: next.root_rotation_failures });
+        if ((await writeConfigGuarded(e.storage, next, snapshot.raw, e.system.fence(), event)) || !e.system.leading()) return;
       }
     });
   }
 
-  async #finish(stored: CloudConfig, pending: PendingRoot): Promise<string[]> {
+  /** `background`: the leader's automated rotation or its resumption of one (the event's operation is `periodic`). */
+  async #finish(stored: CloudConfig, pending: PendingRoot, background: boolean): Promise<string[]> {
     const e = this.#engine;
     const next = effectiveConfig({ ...stored, client_secret: pending.client_secret }, e.env);
     const clients = e.clientsFor(next);
@@ -178,7 +181,7 @@ export class RootRotation {
     await writeConfig(e.storage, {
       ...rotatedState(stored, e.clock.now()), client_secret: pending.client_secret, client_secret_key_id: pending.key_id,
       root_password_expiration_date: pending.expiration, pending_root: null,
-    });
+    }, [cloudEvent(e.system, 'rotate-root', { operation: background ? 'periodic' : 'update', path: 'rotate-root' })]);
     e.invalidate();
     // The next automated rotation counts from this one (a no-op off the leader, or inside the timer's own run).
     void this.#timer.refresh();

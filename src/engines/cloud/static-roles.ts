@@ -10,6 +10,7 @@ import { definePath, lowerName, type BackendRequest, type PathDefinition } from 
 import type { StorageView } from '../../core/storage/view.ts';
 import { readConfig, sameAppId } from './config.ts';
 import type { CloudEngine } from './engine.ts';
+import { cloudEvent } from './events.ts';
 import { resolveApplication, ROLE_NAME, roleName } from './roles.ts';
 import { lockKey, type StaticRotation } from './static-rotation.ts';
 import {
@@ -114,10 +115,15 @@ async function writeHandler(engine: CloudEngine, rotation: StaticRotation, req: 
     }
     // A changed period, grace or mode moves the next rotation; a staged secret or a pending retry keeps its time.
     if (next.current && !next.staged && !next.failure) next.next_rotation = Math.max(now, rotationDue(next.current, next, seamless));
-    if (!(await rotation.commit(conn, name, next, snap?.raw, walId))) throw new ConflictError(`static role '${name}' changed meanwhile; retry`);
+    const event = roleEvent(engine, current ? 'update' : 'create', name, req.operation);
+    if (!(await rotation.commit(conn, name, next, snap?.raw, walId, [event]))) throw new ConflictError(`static role '${name}' changed meanwhile; retry`);
   });
   await rotation.refresh();
 }
+
+/** `azure/static-role-create|update|delete`; an import is an update of the role (its secret is not a rotation). */
+const roleEvent = (engine: CloudEngine, change: 'create' | 'update' | 'delete', name: string, operation: string, path = `static-roles/${name}`) =>
+  cloudEvent(engine.system, `static-role-${change}`, { operation, path, name });
 
 async function importHandler(engine: CloudEngine, rotation: StaticRotation, req: BackendRequest<typeof importFields>): Promise<void> {
   const name = roleName(req);
@@ -148,7 +154,7 @@ async function importHandler(engine: CloudEngine, rotation: StaticRotation, req:
       ...r, current: imported, staged: null, removals, failure: null,
       next_rotation: Math.max(now, rotationDue(imported, r, seamlessFor(r, conn.config.seamless_rotation))),
     };
-    if (!(await rotation.commit(conn, name, next, snap.raw, undefined))) throw new ConflictError(`static role '${name}' changed meanwhile; retry`);
+    if (!(await rotation.commit(conn, name, next, snap.raw, undefined, [roleEvent(engine, 'update', name, 'update', `static-roles/${name}/import`)]))) throw new ConflictError(`static role '${name}' changed meanwhile; retry`);
   });
   await rotation.refresh();
 }
@@ -172,7 +178,7 @@ async function deleteHandler(engine: CloudEngine, name: string): Promise<void> {
     const conn = await engine.connect();
     const gone = [...r.removals.map((x) => x.key_id), ...(r.staged && r.staged.start > now ? [r.staged.key_id] : [])];
     for (const keyId of gone) await conn.clients.graph.removeApplicationPassword(r.application_object_id, keyId);
-    if (!(await deleteStaticRole(engine.storage, name, snap.raw))) throw new ConflictError(`static role '${name}' changed meanwhile; retry`);
+    if (!(await deleteStaticRole(engine.storage, name, snap.raw, roleEvent(engine, 'delete', name, 'delete')))) throw new ConflictError(`static role '${name}' changed meanwhile; retry`);
   });
 }
 

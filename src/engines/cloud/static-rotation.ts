@@ -18,6 +18,7 @@ import { CLOUD_STATIC_ROTATIONS } from '../../telemetry/families.ts';
 import { LeaderTimer } from '../leader-timer.ts';
 import { isEngineApp } from './config.ts';
 import type { CloudEngine, Connection } from './engine.ts';
+import { cloudEvent } from './events.ts';
 import {
   listStaticRoles, manualWindowEnd, nextAction, overlapMs, readStaticRole, readStaticSnapshot, rotationDue, seamlessFor, writeStaticRole,
   type Removal, type StaticRole, type StaticSecret,
@@ -122,7 +123,7 @@ export class StaticRotation {
         removals.push({ key_id: old.key_id, remove_at: unstarted ? now : removeAt, reason: unstarted ? 'unstarted' : 'manual' });
       }
       const next: StaticRole = { ...r, current: secret, staged: null, removals, last_rotation: now, failure: null, next_rotation: rotationDue(secret, r, seamlessFor(r, conn.config.seamless_rotation)) };
-      if (!(await this.commit(conn, name, next, snap.raw, walId))) throw new ConflictError(`static role '${name}' changed during the rotation; retry`);
+      if (!(await this.commit(conn, name, next, snap.raw, walId, [rotateEvent(e, name, 'update')]))) throw new ConflictError(`static role '${name}' changed during the rotation; retry`);
       await this.#removeDue(conn, name, []);
     }).finally(() => this.refresh());
   }
@@ -197,11 +198,11 @@ export class StaticRotation {
     if (seamless && r.current && overlap > 0 && now < r.current.end - overlap) {
       const start = r.current.end - overlap;
       const { secret, walId } = await this.addSecret(conn, r, start, start + period);
-      return this.commit(conn, name, { ...r, staged: secret, next_rotation: 0, last_rotation: now, failure: null }, raw, walId, fence);
+      return this.commit(conn, name, { ...r, staged: secret, next_rotation: 0, last_rotation: now, failure: null }, raw, walId, [...fence, rotateEvent(this.#engine, name, 'periodic')]);
     }
     const { secret, walId } = await this.addSecret(conn, r, now, now + period);
     const removals = r.current ? [...r.removals, { key_id: r.current.key_id, remove_at: now + overlap, reason: 'rotation' as const }] : r.removals;
-    return this.commit(conn, name, { ...r, current: secret, removals, next_rotation: rotationDue(secret, r, seamless), last_rotation: now, failure: null }, raw, walId, fence);
+    return this.commit(conn, name, { ...r, current: secret, removals, next_rotation: rotationDue(secret, r, seamless), last_rotation: now, failure: null }, raw, walId, [...fence, rotateEvent(this.#engine, name, 'periodic')]);
   }
 
   /** Removes the secrets whose removal time has come, then drops their records; false when the role changed meanwhile. */
@@ -231,7 +232,12 @@ export class StaticRotation {
       const now = e.clock.now();
       const attempts = (snap.role.failure?.attempts ?? 0) + 1;
       const failure = { since: snap.role.failure?.since ?? now, time: now, attempts, message, retry_at: now + retryDelayMs(attempts, RETRY_BASE_MS, RETRY_MAX_MS) };
-      await writeStaticRole(e.storage, name, { ...snap.role, failure }, snap.raw, [], [e.system.fence()]);
+      const event = cloudEvent(e.system, 'rotate-fail', { operation: 'periodic', path: `rotate-role/${name}`, name, error: message, attempts });
+      await writeStaticRole(e.storage, name, { ...snap.role, failure }, snap.raw, [], [e.system.fence(), event]);
     });
   }
 }
+
+/** `azure/rotate`: a new secret recorded on a static role (by hand, or staged or switched to on schedule). */
+const rotateEvent = (e: Pick<CloudEngine, 'system'>, name: string, operation: 'update' | 'periodic'): PreparedWrite =>
+  cloudEvent(e.system, 'rotate', { operation, path: `rotate-role/${name}`, name });

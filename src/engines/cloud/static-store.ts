@@ -78,8 +78,8 @@ export function writeStaticRole(storage: StorageView, name: string, role: Static
   return storage.transaction([{ type: 'put', key: key(name), value: jsonBytes(staticRoleSchema.parse(role)) }, ...also], [{ key: key(name), expected }], fence);
 }
 
-export function deleteStaticRole(storage: StorageView, name: string, expected: Buffer): Promise<boolean> {
-  return storage.transaction([{ type: 'delete', key: key(name) }], [{ key: key(name), expected }]);
+export function deleteStaticRole(storage: StorageView, name: string, expected: Buffer, event: PreparedWrite): Promise<boolean> {
+  return storage.transaction([{ type: 'delete', key: key(name) }], [{ key: key(name), expected }], [event]);
 }
 
 /** The overlap: the grace period, 0 for -1 (none). */
