@@ -107,6 +107,11 @@ function credsPaths(engine: Engine, templates: DynamicTemplates): PathDefinition
           // creation still ends in the deletion LDIF (entries already gone count as deleted).
           await req.registerLease(secret);
           await create(client, creation, rollback, { role: name, password, logger: engine.ctx.logger });
+          // Its own commit: the lease above is the write-ahead record and must precede the account, while the event
+          // reports an account that exists (a crash in between leaves a lease for credentials never handed out).
+          // A failure here must not fail the request: the pipeline would forget the lease of an account that exists.
+          await engine.storage.commit([engine.ctx.system.event('ldap/creds-create', { modified: 'true', operation: 'read', path: `creds/${name}`, name })])
+            .catch((err: unknown) => engine.ctx.logger.warn({ role: name, err: (err as Error).message }, 'the creds-create event could not be recorded'));
           return { data: { distinguished_names: internal.distinguished_names, password, username }, secret };
         },
       },

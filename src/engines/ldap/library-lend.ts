@@ -145,12 +145,18 @@ export function libraryLender(engine: Engine, queue: LibraryQueue): (req: CheckO
       return refuse(req.set, 'queue_full', err as Error);
     }
     let loan: Loan | undefined;
+    let waited = false;
     const queuedAt = performance.now();
     try {
       loan = await lendInTurn(req, waiter);
+      waited = true;
     } finally {
       engine.ctx.metrics.histogram(LDAP_LIBRARY_WAIT_SECONDS).observe({}, (performance.now() - queuedAt) / 1000);
-      await queue.leave(req.set, waiter, loan === undefined);
+      // A wait that ran out (not one the client ended) is reported with the removal of its entry: no commit of its own.
+      const expired = waited && loan === undefined && !req.disconnected?.aborted;
+      await queue.leave(req.set, waiter, loan === undefined, expired ? engine.ctx.system.event('ldap/library-check-out-wait-expired', {
+        modified: 'false', operation: 'update', path: `library/${req.set}/check-out`, name: req.set, max_wait: String(req.wait),
+      }) : undefined);
     }
     if (loan && req.disconnected?.aborted) {
       // The lease is forgotten by the core when the handler fails.

@@ -16,7 +16,7 @@
  */
 import { ConflictError, ThrottledError } from '../../core/errors.ts';
 import type { StorageCondition, StorageOp } from '../../core/storage/types.ts';
-import type { StorageView } from '../../core/storage/view.ts';
+import type { PreparedWrite, StorageView } from '../../core/storage/view.ts';
 import type { LdapEngine } from './engine.ts';
 import { accountRecord, readAccount, readLibrarySet, unchangedAccount, type AccountSnapshot } from './library-store.ts';
 
@@ -215,8 +215,11 @@ export class LibraryQueue {
     return { ops: [{ type: 'delete', key }], conditions: [{ key, expected: WAITER_VALUE }] };
   }
 
-  /** Forgets a waiter of this node once served or gone; an account still reserved for it is void from now on. */
-  async leave(set: string, waiter: Waiter, removeEntry: boolean): Promise<void> {
+  /**
+   * Forgets a waiter of this node once served or gone; an account still reserved for it is void from now on. `event`
+   * (a wait that expired) is committed with the removal of its entry.
+   */
+  async leave(set: string, waiter: Waiter, removeEntry: boolean, event?: PreparedWrite): Promise<void> {
     const waiters = this.#local.get(set);
     waiters?.delete(waiter.id);
     if (waiters?.size === 0) this.#local.delete(set);
@@ -226,7 +229,7 @@ export class LibraryQueue {
       this.wake(set);
       return;
     }
-    await this.#engine.storage.delete(queueFolder(set) + waiter.id);
+    await this.#engine.storage.transaction([{ type: 'delete', key: queueFolder(set) + waiter.id }], [], event ? [event] : []);
     // Gave up: what was reserved for it goes on at once, on whichever node the next waiter is.
     this.freed(set);
   }

@@ -100,6 +100,7 @@ export async function rotateStaticRole(engine: LdapEngine, name: string, { sched
     // Set once the directory took the new password: a failure after that only failed to record it.
     let applied = false;
     let id: AccountId = 'a';
+    let committedIntent: string | undefined;
     try {
       // A dual-account role changes one account, the standby (dual-account.ts); a plain role its only one, a.
       const intent = role.dual_account_mode ? await dualIntent(engine.storage, role, target, wal, now, { scheduled, force, takeBack, importStandby }) : undefined;
@@ -120,12 +121,13 @@ export async function rotateStaticRole(engine: LdapEngine, name: string, { sched
         },
         commit: (password, dn, walIntent) => {
           applied = true;
+          committedIntent = walIntent;
           rotated = changedRecord(role, id, password, dn, walIntent, engine.clock.now());
           return [putStaticRoleOp(rotated), clearDriftOp(accountTarget(target, id))];
         },
         // Recorded over the role as read: an update or another rotation meanwhile fails this record (the WAL keeps the password).
         commitConditions: [{ key: staticRoleKey(name), expected: snapshot.raw }],
-        commitAlongside: async () => [engine.ctx.system.event('ldap/rotate', { modified: 'true', operation: scheduled ? 'periodic' : 'update', path: `rotate-role/${name}`, name })],
+        commitAlongside: async () => [changeEvent(engine, role, committedIntent, scheduled ? 'periodic' : 'update')],
         fence: scheduled ? engine.ctx.system.fence() : fence,
         recorded: () => recordedPassword(engine.storage, name, id),
       });
@@ -264,4 +266,18 @@ export async function scheduleStaticRoles(engine: LdapEngine): Promise<void> {
     if (await readStaticRole(engine.storage, target.slice(PREFIX.length))) continue;
     await engine.storage.transaction([{ type: 'delete', key }], [{ key: staticRoleKey(target.slice(PREFIX.length)), expected: undefined }], [engine.ctx.system.fence()]);
   }
+}
+
+/**
+ * The event of a recorded change: `ldap/rotate`, or for a dual-account role's reset of the previously active account
+ * `ldap/dual-account-grace-end` (Strongroom's own; the reset is what ends a grace with standby_action reset, and no
+ * rotation). `walIntent` is the intent the commit recorded (dual-account.ts).
+ */
+function changeEvent(engine: LdapEngine, role: StaticRole, walIntent: string | undefined, operation: 'periodic' | 'update'): PreparedWrite {
+  const intent = walIntent === undefined ? undefined : parseIntent(walIntent);
+  if (intent?.kind !== 'reset') return engine.ctx.system.event('ldap/rotate', { modified: 'true', operation, path: `rotate-role/${role.name}`, name: role.name });
+  return engine.ctx.system.event('ldap/dual-account-grace-end', {
+    modified: 'true', operation, path: `static-role/${role.name}`, name: role.name, standby_action: role.standby_action,
+    account: accountOf(role, intent.account).username, grace_period_end: new Date(role.grace_period_end).toISOString(),
+  });
 }
