@@ -114,7 +114,8 @@ export class Core {
     this.policies = new PolicyStore(sys.sub('policy/'), sys.sub('policy-password/'));
     this.identity = new IdentityStore(sys.sub('identity/'));
     this.wrapping = new ResponseWrapper(this);
-    this.audit = new AuditBroker(sys.sub('audit/'), this.logger, this.clock, options.audit ?? { allowPrefix: false, allowRaw: false, dir: undefined }, this.cluster);
+    this.audit = new AuditBroker(sys.sub('audit/'), this.logger, this.clock, options.audit ?? { allowPrefix: false, allowRaw: false, dir: undefined }, this.cluster,
+      (metadata) => this.events.outbox.publish(sys, 'audit/device-fail', metadata));
     this.events = new Events(this.barrier, sys, { leading: () => this.cluster.leading, fence: () => this.cluster.fence() }, this.clock, this.logger, options.events);
     this.leases = new LeaseManager({
       view: sys.sub('expire/'),

@@ -78,15 +78,20 @@ class Device {
     return this.#queue?.close() ?? Promise.resolve();
   }
 
-  /** Counted for the metrics; logged without the entry (which may hold what it was hashing) and without flooding. */
-  failed(kind: EntryKind, err: unknown, logger: Logger, now: number): void {
+  /**
+   * Counted for the metrics; logged without the entry (which may hold what it was hashing) and without flooding.
+   * Returns the failed writes the warning reported, undefined when it held its warning back.
+   */
+  failed(kind: EntryKind, err: unknown, logger: Logger, now: number): number | undefined {
     this.failures[kind]++;
     this.#failing = true;
     this.#unreported++;
-    if (now - this.#lastWarning < WARN_INTERVAL_MS) return;
-    logger.warn({ audit_device: this.entry.path, type: this.entry.type, entry: kind, reason: reason(err), failed_writes: this.#unreported }, 'audit device could not write an entry');
+    if (now - this.#lastWarning < WARN_INTERVAL_MS) return undefined;
+    const count = this.#unreported;
+    logger.warn({ audit_device: this.entry.path, type: this.entry.type, entry: kind, reason: reason(err), failed_writes: count }, 'audit device could not write an entry');
     this.#lastWarning = now;
     this.#unreported = 0;
+    return count;
   }
 
   succeeded(logger: Logger): void {
@@ -126,11 +131,14 @@ export class AuditBroker {
   readonly #clock: Clock;
   readonly #settings: AuditSettings;
   readonly #probes: DeviceProbes;
+  readonly #onFailure: ((metadata: Record<string, string>) => Promise<void>) | undefined;
   #devices: Device[] = [];
   /** Table changes (load, enable, disable) one at a time, so devices are opened and closed in the table's order. */
   #changes: Promise<unknown> = Promise.resolve();
 
-  constructor(view: StorageView, logger: Logger, clock: Clock, settings: AuditSettings, peers: AuditPeers) {
+  /** `onFailure`: records a device's failure as an event (docs/events.md). */
+  constructor(view: StorageView, logger: Logger, clock: Clock, settings: AuditSettings, peers: AuditPeers, onFailure?: (metadata: Record<string, string>) => Promise<void>) {
+    this.#onFailure = onFailure;
     this.#view = view;
     this.#logger = logger;
     this.#clock = clock;
@@ -275,10 +283,23 @@ export class AuditBroker {
       return line.then(() => {
         written = true;
         d.succeeded(this.#logger);
-      }, (err: unknown) => d.failed(kind, err, this.#logger, this.#clock.now()));
+      }, (err: unknown) => {
+        const count = d.failed(kind, err, this.#logger, this.#clock.now());
+        if (count !== undefined) this.#reportFailure(d, kind, err, count);
+      });
     };
     await (devices.length === 1 ? settle(devices[0]) : Promise.all(devices.map(settle)));
     return written || (disabling !== undefined && devices.every((d) => d.entry.path === disabling));
+  }
+
+  /**
+   * The `audit/device-fail` event, as often as the warning: the device, the entry's kind and the file or socket error
+   * (which names the target and the system's code), nothing of the request. Its own commit, not awaited: the request's
+   * answer does not wait for it, and one the store cannot take is logged, not retried (the next warning reports again).
+   */
+  #reportFailure(d: Device, kind: EntryKind, err: unknown, count: number): void {
+    const metadata = { path: `sys/audit/${d.entry.path}`, device_type: d.entry.type, entry: kind, error: reason(err), failed_writes: String(count) };
+    void this.#onFailure?.(metadata).catch((e: unknown) => this.#logger.debug({ reason: reason(e) }, 'the audit device failure could not be recorded as an event'));
   }
 
   async #read(): Promise<{ table: AuditDeviceEntry[]; stored: Buffer | undefined }> {
