@@ -24,7 +24,8 @@ export class Events {
 
   /** `sealed`: the barrier, whose log opens the records; `sys`: where webhooks are kept. */
   constructor(sealed: Storage, sys: StorageView, cluster: { leading(): boolean; fence(): StorageCondition[] }, clock: Clock, logger: Logger, options: EventsOptions = {}) {
-    this.feed = new EventFeed(() => sealed.log, () => cluster.leading(), logger, { ...FEED_DEFAULTS, ...options.feed });
+    const shared = sealed.shared;
+    this.feed = new EventFeed(() => sealed.log, () => cluster.leading(), logger, { ...FEED_DEFAULTS, ...options.feed }, shared && ((listener) => shared.onEventsCommitted(listener)));
     this.outbox = new EventOutbox(clock, () => this.feed.wake());
     this.webhooks = new Webhooks(sys, this.feed, cluster, logger, this.outbox.counters, { ...WEBHOOK_DEFAULTS, ...options.webhooks });
   }

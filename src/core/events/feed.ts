@@ -1,15 +1,16 @@
 /**
  * Every node reads events from the store's log (docs/events.md), so a subscriber on any node sees every node's
- * events. The feed knows the highest sequence committed, by a poll of the log (and at once after this node's own
- * commits), and wakes the readers waiting past it; each reader reads the log from its own cursor. The leader trims
- * the log to its retention.
+ * events. The feed knows the highest sequence committed: at once after this node's own commits, at once after
+ * another node's where the store says so (PostgreSQL's NOTIFY, `wakeUps`), and by a poll of the log as the fallback
+ * for a notification lost; it wakes the readers waiting past it, each reading the log from its own cursor. The leader
+ * trims the log to its retention.
  */
 import type { Logger } from 'pino';
 import type { EventLog } from '../storage/types.ts';
 import type { DeliveredEvent } from './envelope.ts';
 
 export interface FeedOptions {
-  /** How often the log is polled for other nodes' events. */
+  /** How often the log is polled for other nodes' events whose notification was lost (or where there is none). */
   pollMs: number;
   /** Records older than this are trimmed. */
   retentionMs: number;
@@ -19,7 +20,7 @@ export interface FeedOptions {
   trimEveryMs: number;
 }
 
-export const FEED_DEFAULTS: FeedOptions = { pollMs: 200, retentionMs: 24 * 3600_000, maxRecords: 1_000_000, trimEveryMs: 60_000 };
+export const FEED_DEFAULTS: FeedOptions = { pollMs: 1000, retentionMs: 24 * 3600_000, maxRecords: 1_000_000, trimEveryMs: 60_000 };
 
 export class EventFeed {
   readonly #log: () => EventLog;
@@ -33,7 +34,11 @@ export class EventFeed {
   #polling = false;
   #lastTrim = 0;
 
-  constructor(log: () => EventLog, leading: () => boolean, logger: Logger, options: FeedOptions) {
+  /** `wakeUps`: where the store tells of other nodes' commits (SharedStorage.onEventsCommitted), subscribed at start. */
+  readonly #wakeUps: ((listener: () => void) => () => void) | undefined;
+
+  constructor(log: () => EventLog, leading: () => boolean, logger: Logger, options: FeedOptions, wakeUps?: (listener: () => void) => () => void) {
+    this.#wakeUps = wakeUps;
     this.#log = log;
     this.#leading = leading;
     this.#logger = logger;
@@ -55,7 +60,11 @@ export class EventFeed {
     await this.#poll();
     const timer = setInterval(() => void this.#poll(), this.#options.pollMs);
     timer.unref();
-    this.#stop = () => clearInterval(timer);
+    const unsubscribe = this.#wakeUps?.(() => this.wake());
+    this.#stop = () => {
+      clearInterval(timer);
+      unsubscribe?.();
+    };
   }
 
   stop(): void {

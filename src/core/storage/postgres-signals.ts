@@ -1,11 +1,15 @@
 /**
- * Wake-ups between the nodes of a cluster through PostgreSQL's LISTEN/NOTIFY (SharedStorage.signal/onSignal). Best
- * effort by design: a notification sent while a node's listening connection is down is lost, so whoever relies on
- * a signal also polls (the library queue looks again every 100 ms); a signal only makes that poll come sooner.
+ * Wake-ups between the nodes of a cluster through PostgreSQL's LISTEN/NOTIFY (SharedStorage.signal/onSignal, and
+ * onEventsCommitted). Best effort by design: a notification sent while a node's listening connection is down is
+ * lost, so whoever relies on a signal also polls (the library queue looks again every 100 ms, the event feed every
+ * second); a signal only makes that poll come sooner. One connection listens on both channels.
  */
 import pg from 'pg';
 
 const CHANNEL = 'strongroom_signal';
+/** Sent by `strongroom_write` when a transaction that appended to the event log commits (postgres-schema.ts). */
+export const EVENTS_CHANNEL = 'strongroom_events';
+const CHANNELS = [CHANNEL, EVENTS_CHANNEL];
 /** Before connecting again after the listening connection was lost. */
 const RECONNECT_MS = 1000;
 /** PostgreSQL refuses payloads from 8000 bytes; a longer one is not sent (the poll covers it). */
@@ -14,7 +18,7 @@ export const MAX_SIGNAL_PAYLOAD = 7900;
 export class PostgresSignals {
   readonly #url: string;
   readonly #notify: (channel: string, payload: string) => Promise<void>;
-  readonly #listeners = new Set<(payload: string) => void>();
+  readonly #listeners = new Map<string, Set<(payload: string) => void>>(CHANNELS.map((c) => [c, new Set()]));
   #client: pg.Client | undefined;
   #connecting = false;
   #closed = false;
@@ -30,10 +34,12 @@ export class PostgresSignals {
     await this.#notify(CHANNEL, payload);
   }
 
-  subscribe(listener: (payload: string) => void): () => void {
-    this.#listeners.add(listener);
+  /** Hears `channel` (this class's own signals unless named) from every node until the returned function is called. */
+  subscribe(listener: (payload: string) => void, channel = CHANNEL): () => void {
+    const listeners = this.#listeners.get(channel)!;
+    listeners.add(listener);
     void this.#connect();
-    return () => this.#listeners.delete(listener);
+    return () => listeners.delete(listener);
   }
 
   async close(): Promise<void> {
@@ -48,8 +54,8 @@ export class PostgresSignals {
     this.#connecting = true;
     const client = new pg.Client({ connectionString: this.#url, keepAlive: true, application_name: 'strongroom-signals' });
     client.on('notification', (message) => {
-      if (message.channel !== CHANNEL || message.payload === undefined) return;
-      for (const listener of this.#listeners) listener(message.payload);
+      if (message.payload === undefined) return;
+      for (const listener of this.#listeners.get(message.channel) ?? []) listener(message.payload);
     });
     const lost = () => {
       if (this.#client === client) this.#client = undefined;
@@ -58,7 +64,7 @@ export class PostgresSignals {
     };
     try {
       await client.connect();
-      await client.query(`LISTEN ${CHANNEL}`);
+      for (const channel of CHANNELS) await client.query(`LISTEN ${channel}`);
       client.on('error', lost);
       client.on('end', () => this.#client === client && lost());
       if (this.#closed) await client.end();

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { MAX_KEY_LOCKS, migrate } from './postgres-schema.ts';
-import { PostgresSignals } from './postgres-signals.ts';
+import { EVENTS_CHANNEL, PostgresSignals } from './postgres-signals.ts';
 import { directChildren, StorageUnavailableError, type EventLog, type LogRecord, type SharedStorage, type Storage, type StorageCondition, type StorageOp } from './types.ts';
 
 export interface PostgresOptions {
@@ -324,6 +324,10 @@ export class PostgresStorage implements Storage, SharedStorage {
 
   onSignal(listener: (payload: string) => void): () => void {
     return this.#signals.subscribe(listener);
+  }
+
+  onEventsCommitted(listener: () => void): () => void {
+    return this.#signals.subscribe(() => listener(), EVENTS_CHANNEL);
   }
 
   // The database's own HA and restarts are passing states (`unavailable`); nothing here breaks for good.

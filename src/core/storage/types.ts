@@ -92,6 +92,8 @@ export interface SharedStorage {
   signal(payload: string): Promise<void>;
   /** Hears every node's signals until the returned function is called. */
   onSignal(listener: (payload: string) => void): () => void;
+  /** Hears, best effort, that a transaction appending to the event log committed on any node (a reader's wake-up). */
+  onEventsCommitted(listener: () => void): () => void;
 }
 
 /**
