@@ -1,18 +1,13 @@
 // Every event type the LDAP engine and the lease manager produce (docs/events.md), with its documented metadata: on
 // SQLite (one node), and on a 2-node PostgreSQL cluster where the subscriber is on the other node, reading the store.
-import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import type WebSocket from 'ws';
-import type { ClusterTimings } from '../../src/core/cluster.ts';
-import { createDatabase } from '../support/postgres.ts';
-import { startTestServer, type TestServer } from '../support/server.ts';
 import { createIsolatedOu, deleteSubtree } from '../support/slapd.ts';
 import { configure, ok } from '../support/ldap-engine.ts';
-import { subscriber, until } from '../support/events.ts';
+import { oneSqliteNode, subscriber, twoPostgresNodes, until } from '../support/events.ts';
 
 const postgres = inject('postgres');
 const facts = inject('slapd');
-const timings: Partial<ClusterTimings> = { leaseTtlMs: 1500, renewMs: 200, pollMs: 100, heartbeatMs: 300, deadAfterMs: 2000 };
 
 const closers: Array<() => Promise<unknown>> = [];
 const sockets: WebSocket[] = [];
@@ -21,28 +16,9 @@ afterEach(async () => {
   while (closers.length) await closers.pop()!().catch(() => undefined);
 });
 
-async function twoNodes(): Promise<[TestServer, TestServer]> {
-  const db = await createDatabase(postgres);
-  closers.push(() => db.drop());
-  const unsealKey = randomBytes(32).toString('base64');
-  const start = async () => {
-    const s = await startTestServer({ postgresUrl: db.url, unsealKey, cluster: timings, listen: true });
-    closers.push(() => s.close());
-    return s;
-  };
-  const first = await start();
-  return [first, await start()];
-}
-
-async function oneSqliteNode(): Promise<[TestServer, TestServer]> {
-  const s = await startTestServer({ storage: 'sqlite', listen: true });
-  closers.push(() => s.close());
-  return [s, s];
-}
-
 describe.each([
-  ['SQLite, one node', oneSqliteNode],
-  ['PostgreSQL, two nodes: produced on one, subscribed on the other', twoNodes],
+  ['SQLite, one node', () => oneSqliteNode(closers)],
+  ['PostgreSQL, two nodes: produced on one, subscribed on the other', () => twoPostgresNodes(postgres, closers)],
 ])('every event type (%s)', (_name, nodes) => {
   it('"each event type fires with its documented metadata, and the subscriber receives it"', async () => {
     const ou = await createIsolatedOu(facts, { users: 3, serviceAccounts: 2 });

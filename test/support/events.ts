@@ -1,5 +1,9 @@
 /** Event subscribers for tests: a real WebSocket client (the `ws` package) on Vault's subscribe endpoint. */
+import { randomBytes } from 'node:crypto';
 import WebSocket from 'ws';
+import type { ClusterTimings } from '../../src/core/cluster.ts';
+import { createDatabase, type PostgresFacts } from './postgres.ts';
+import { startTestServer, type TestServer, type TestServerOptions } from './server.ts';
 
 export interface Received {
   events: any[];
@@ -40,3 +44,28 @@ export async function until(check: () => boolean, what: string, ms = 15_000): Pr
   }
 }
 
+
+const CLUSTER_TIMINGS: Partial<ClusterTimings> = { leaseTtlMs: 1500, renewMs: 200, pollMs: 100, heartbeatMs: 300, deadAfterMs: 2000 };
+type Closers = Array<() => Promise<unknown>>;
+type NodeOptions = Pick<TestServerOptions, 'backends' | 'env'>;
+
+/** Where events are produced and where they are subscribed to: one SQLite node (the same server twice). */
+export async function oneSqliteNode(closers: Closers, opts: NodeOptions = {}): Promise<[TestServer, TestServer]> {
+  const s = await startTestServer({ storage: 'sqlite', listen: true, ...opts });
+  closers.push(() => s.close());
+  return [s, s];
+}
+
+/** Two nodes of a PostgreSQL cluster on a fresh database: events produced on the first are read on the second. */
+export async function twoPostgresNodes(postgres: Pick<PostgresFacts, 'adminUrl' | 'host' | 'port' | 'user'>, closers: Closers, opts: NodeOptions = {}): Promise<[TestServer, TestServer]> {
+  const db = await createDatabase(postgres);
+  closers.push(() => db.drop());
+  const unsealKey = randomBytes(32).toString('base64');
+  const start = async () => {
+    const s = await startTestServer({ postgresUrl: db.url, unsealKey, cluster: CLUSTER_TIMINGS, listen: true, ...opts });
+    closers.push(() => s.close());
+    return s;
+  };
+  const first = await start();
+  return [first, await start()];
+}
