@@ -58,7 +58,7 @@ describe.each([
     // Within one transaction the order of appends is the producers'; across transactions it is commit order.
     expect([...seen()].sort()).toEqual([...expected].sort());
     const find = (type: string, n = 0) => sub.events.filter((e) => e.data.event_type === type)[n];
-    expect(find('ldap/rotate').data.metadata).toEqual({ modified: 'true', operation: 'update', path: 'rotate-role/app', name: 'app' });
+    expect(find('ldap/rotate').data.metadata).toEqual({ modified: 'true', operation: 'update', path: 'rotate-role/app', name: 'app', last_service_rotation: expect.stringMatching(/^\d{4}-\d\d-\d\dT[\d:.]+Z$/) });
     expect(find('ldap/rotate-fail').data.metadata).toMatchObject({ modified: 'false', operation: 'update', path: 'rotate-role/gone', name: 'gone', attempts: '1' });
     expect(find('ldap/rotate-fail').data.metadata.error).not.toBe('');
     expect(find('ldap/rotate-root').data.metadata).toEqual({ modified: 'true', operation: 'update', path: 'rotate-root' });

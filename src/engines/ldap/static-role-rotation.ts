@@ -16,7 +16,7 @@ import {
 import { changePasswordWithWal, listWalTargets, readWal, walKey } from './rotation.ts';
 import { retryDelayMs } from './scheduler.ts';
 import {
-  STATIC_ROLE_PREFIX as PREFIX, editStaticRole, listStaticRoleNames, putStaticRoleOp, readStaticRole, readStaticRoleSnapshot, staticRoleKey,
+  STATIC_ROLE_PREFIX as PREFIX, editStaticRole, listStaticRoleNames, putStaticRoleOp, readStaticRole, readStaticRoleSnapshot, rfc3339, staticRoleKey,
   staticRoleOwner as owner, staticRoleTarget, type StaticRole,
 } from './static-role-store.ts';
 
@@ -127,7 +127,7 @@ export async function rotateStaticRole(engine: LdapEngine, name: string, { sched
         },
         // Recorded over the role as read: an update or another rotation meanwhile fails this record (the WAL keeps the password).
         commitConditions: [{ key: staticRoleKey(name), expected: snapshot.raw }],
-        commitAlongside: async () => [changeEvent(engine, role, committedIntent, scheduled ? 'periodic' : 'update')],
+        commitAlongside: async () => [changeEvent(engine, role, rotated, committedIntent, scheduled ? 'periodic' : 'update')],
         fence: scheduled ? engine.ctx.system.fence() : fence,
         recorded: () => recordedPassword(engine.storage, name, id),
       });
@@ -269,13 +269,16 @@ export async function scheduleStaticRoles(engine: LdapEngine): Promise<void> {
 }
 
 /**
- * The event of a recorded change: `ldap/rotate`, or for a dual-account role's reset of the previously active account
+ * The event of a recorded change (`role` before it, `rotated` after): `ldap/rotate`, naming the rotation by the time it
+ * recorded (static-cred's `last_service_rotation`), or for a dual-account role's reset of the previously active account
  * `ldap/dual-account-grace-end` (Strongroom's own; the reset is what ends a grace with standby_action reset, and no
  * rotation). `walIntent` is the intent the commit recorded (dual-account.ts).
  */
-function changeEvent(engine: LdapEngine, role: StaticRole, walIntent: string | undefined, operation: 'periodic' | 'update'): PreparedWrite {
+function changeEvent(engine: LdapEngine, role: StaticRole, rotated: StaticRole, walIntent: string | undefined, operation: 'periodic' | 'update'): PreparedWrite {
   const intent = walIntent === undefined ? undefined : parseIntent(walIntent);
-  if (intent?.kind !== 'reset') return engine.ctx.system.event('ldap/rotate', { modified: 'true', operation, path: `rotate-role/${role.name}`, name: role.name });
+  if (intent?.kind !== 'reset') {
+    return engine.ctx.system.event('ldap/rotate', { modified: 'true', operation, path: `rotate-role/${role.name}`, name: role.name, last_service_rotation: rfc3339(rotated.last_rotation) });
+  }
   return engine.ctx.system.event('ldap/dual-account-grace-end', {
     modified: 'true', operation, path: `static-role/${role.name}`, name: role.name, standby_action: role.standby_action,
     account: accountOf(role, intent.account).username, grace_period_end: new Date(role.grace_period_end).toISOString(),
