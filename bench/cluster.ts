@@ -197,11 +197,13 @@ async function libraryClients(node: Served, seconds: number, refused: { count: n
   return cycles;
 }
 
-export function clusterSections(seconds: number): { sections: Array<[string, () => Promise<string[]>]>; cleanup: () => Promise<void> } {
+export function clusterSections(seconds: number): { sections: Array<[string, () => Promise<string[]>]>; postgres: () => Promise<PostgresFacts>; cleanup: () => Promise<void> } {
   let postgres: PostgresFacts | undefined;
   let slapd: SlapdFacts | undefined;
   const pg = async () => (postgres ??= await startPostgres());
   return {
+    /** This run's PostgreSQL server, started on first use (other sections share it). */
+    postgres: pg,
     sections: [
       ['cluster: core read', async () => coreRead(await pg(), seconds)],
       ['cluster: cloud login', async () => cloudLogin(await pg(), seconds)],

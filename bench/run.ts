@@ -6,6 +6,7 @@ import { benchCloudAuth, benchCloudSecrets } from './cloud.ts';
 import { clusterSections } from './cluster.ts';
 import { benchConsole } from './console.ts';
 import { benchCore, benchLeaseRestart } from './core.ts';
+import { benchEvents } from './events.ts';
 import { ldapSections } from './ldap.ts';
 import { benchStartup } from './startup.ts';
 
@@ -22,6 +23,7 @@ const sections: Array<[string, () => Promise<string[]>]> = [
   ['cloud auth', () => benchCloudAuth(seconds)],
   ...ldap.sections,
   ...cluster.sections,
+  ['events: sequence cost', () => benchEvents(seconds, cluster.postgres)],
   ['console', () => benchConsole()],
 ];
 
