@@ -19,6 +19,13 @@ export interface FeedOptions {
   trimEveryMs: number;
 }
 
+/**
+ * How often the log's size (the metric) is counted exactly; between counts it grows by what the head moved. Counting reads the whole log (count(*) in SQL), so the poll that
+ * runs after every commit of this node reads only the head: counted at each poll, a log of 100,000 records cost
+ * ~1 ms of CPU per commit.
+ */
+const COUNT_EVERY_MS = 10_000;
+
 export const FEED_DEFAULTS: FeedOptions = { pollMs: 200, retentionMs: 24 * 3600_000, maxRecords: 1_000_000, trimEveryMs: 60_000 };
 
 export class EventFeed {
@@ -32,6 +39,7 @@ export class EventFeed {
   #stop: (() => void) | undefined;
   #polling = false;
   #lastTrim = 0;
+  #lastCount = 0;
 
   constructor(log: () => EventLog, leading: () => boolean, logger: Logger, options: FeedOptions) {
     this.#log = log;
@@ -98,19 +106,28 @@ export class EventFeed {
     if (this.#polling) return;
     this.#polling = true;
     try {
-      const { count, last } = await this.#log().stats();
-      this.#size = count;
+      const last = await this.#log().head();
       if (last > this.#head) {
+        // Appended since (the log never gains a record below its head); the count below puts trims right.
+        this.#size += last - this.#head;
         this.#head = last;
         for (const check of [...this.#waiters]) check();
       }
       await this.#trimWhenDue();
+      await this.#countWhenDue();
     } catch (err) {
       // A sealed barrier or a lost database: the next poll tries again.
       this.#logger.debug({ err: { message: (err as Error).message } }, 'event log poll failed');
     } finally {
       this.#polling = false;
     }
+  }
+
+  async #countWhenDue(): Promise<void> {
+    const now = Date.now();
+    if (now - this.#lastCount < COUNT_EVERY_MS) return;
+    this.#lastCount = now;
+    this.#size = (await this.#log().stats()).count;
   }
 
   /** Leader-only housekeeping; a trim by a former leader removes only what the new one would remove too. */
