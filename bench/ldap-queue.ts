@@ -26,11 +26,16 @@ export interface QueueBenchTools {
   rawClient(facts: SlapdFacts, ou: Awaited<ReturnType<typeof createIsolatedOu>>): Promise<Client>;
   /** One raw password replace of `dn`. */
   modify(client: Client, dn: string): Promise<void>;
+  /** With BENCH_CPU_PROF=<dir>, a CPU profile of this process while `fn` runs. */
+  profiled<T>(name: string, fn: () => Promise<T>): Promise<T>;
 }
 
 interface Run {
   cycles: number;
   seconds: number;
+  /** This process's CPU (every thread: the server, its SQLite writer, the clients) per cycle, and its main thread's. */
+  cpuUs: number;
+  mainUs: number;
   refused: number;
   doubleLends: number;
   waits: number[];
@@ -45,10 +50,11 @@ const percentile = (xs: number[], p: number) => {
 
 /** 64 clients cycling check-out (with `wait`, or retried at once without it) and check-in for `seconds`. */
 async function fleet(s: TestServer, tools: QueueBenchTools, seconds: number, wait: boolean): Promise<Run> {
-  const run: Run = { cycles: 0, seconds, refused: 0, doubleLends: 0, waits: [], checkIns: [] };
+  const run: Run = { cycles: 0, seconds, cpuUs: 0, mainUs: 0, refused: 0, doubleLends: 0, waits: [], checkIns: [] };
   const held = new Set<string>();
   const deadline = performance.now() + seconds * 1000;
   const started = performance.now();
+  const cpu = startCpu();
   await Promise.all(Array.from({ length: CLIENTS }, async () => {
     while (performance.now() < deadline) {
       const asked = performance.now();
@@ -72,13 +78,28 @@ async function fleet(s: TestServer, tools: QueueBenchTools, seconds: number, wai
     }
   }));
   run.seconds = (performance.now() - started) / 1000;
+  Object.assign(run, cpu.per(run.cycles));
   return run;
 }
 
+/** CPU spent from now on, per cycle: the whole process's, and the main thread's (its event loop's busy time). */
+function startCpu() {
+  const usage = process.cpuUsage();
+  const loop = performance.eventLoopUtilization();
+  return {
+    per(cycles: number) {
+      const { user, system } = process.cpuUsage(usage);
+      const busyMs = performance.eventLoopUtilization(loop).active;
+      return { cpuUs: (user + system) / Math.max(1, cycles), mainUs: (busyMs * 1000) / Math.max(1, cycles) };
+    },
+  };
+}
+
 /** The floor: one worker per account, each cycle three commits through the server's barrier and one raw modify. */
-async function floor(s: TestServer, raw: Client, dns: string[], seconds: number, modify: QueueBenchTools['modify']): Promise<{ cycles: number; seconds: number; commitMs: number; modifyMs: number }> {
+async function floor(s: TestServer, raw: Client, dns: string[], seconds: number, modify: QueueBenchTools['modify']): Promise<{ cycles: number; seconds: number; commitMs: number; modifyMs: number; cpuUs: number; mainUs: number }> {
   const deadline = performance.now() + seconds * 1000;
   const started = performance.now();
+  const cpu = startCpu();
   let cycles = 0;
   let commitMs = 0;
   let modifyMs = 0;
@@ -94,7 +115,7 @@ async function floor(s: TestServer, raw: Client, dns: string[], seconds: number,
       cycles++;
     }
   }));
-  return { cycles, seconds: (performance.now() - started) / 1000, commitMs: commitMs / Math.max(1, cycles), modifyMs: modifyMs / Math.max(1, cycles) };
+  return { cycles, seconds: (performance.now() - started) / 1000, commitMs: commitMs / Math.max(1, cycles), modifyMs: modifyMs / Math.max(1, cycles), ...cpu.per(cycles) };
 }
 
 export async function benchLibraryQueue(facts: SlapdFacts, seconds: number, tools: QueueBenchTools): Promise<string[]> {
@@ -109,7 +130,7 @@ export async function benchLibraryQueue(facts: SlapdFacts, seconds: number, tool
         const waits: Run[] = [];
         const floors: Array<Awaited<ReturnType<typeof floor>>> = [];
         for (let round = 0; round < 2; round++) {
-          waits.push(await fleet(s, tools, seconds, true));
+          waits.push(await tools.profiled(`library-queue-round${round + 1}`, () => fleet(s, tools, seconds, true)));
           floors.push(await floor(s, raw, dns, seconds, tools.modify));
         }
         const noWait = await fleet(s, tools, seconds, false);
@@ -121,8 +142,9 @@ export async function benchLibraryQueue(facts: SlapdFacts, seconds: number, tool
         const status = (await tools.must(s, 'GET', 'ldap/library/fleet/status')).data as Record<string, unknown>;
         return [
           `library queue: ${CLIENTS} clients on ${ACCOUNTS} accounts with wait: ${fmt(rate)} cycles/s; refused ${best.refused}, double lends ${best.doubleLends}; ` +
-            `wait p50 ${fmt(percentile(best.waits, 50), 1)} ms, p99 ${fmt(percentile(best.waits, 99), 1)} ms; check-in p50 ${fmt(percentile(best.checkIns, 50), 1)} ms, p99 ${fmt(percentile(best.checkIns, 99), 1)} ms`,
-          `library queue: floor (3 commits + 1 raw modify per cycle, ${ACCOUNTS} workers): ${fmt(floorRate)} cycles/s (per cycle: commits ${fmt(bestFloor.commitMs, 2)} ms, modify ${fmt(bestFloor.modifyMs, 2)} ms)`,
+            `wait p50 ${fmt(percentile(best.waits, 50), 1)} ms, p99 ${fmt(percentile(best.waits, 99), 1)} ms; check-in p50 ${fmt(percentile(best.checkIns, 50), 1)} ms, p99 ${fmt(percentile(best.checkIns, 99), 1)} ms; ` +
+            `CPU per cycle ${fmt(best.cpuUs)} us (main thread ${fmt(best.mainUs)} us)`,
+          `library queue: floor (3 commits + 1 raw modify per cycle, ${ACCOUNTS} workers): ${fmt(floorRate)} cycles/s (per cycle: commits ${fmt(bestFloor.commitMs, 2)} ms, modify ${fmt(bestFloor.modifyMs, 2)} ms; CPU ${fmt(bestFloor.cpuUs)} us, main thread ${fmt(bestFloor.mainUs)} us)`,
           `library queue: ratio ${fmt(r, 2)}x (target >= ${fmt(TARGET, 2)}x) ${r >= TARGET ? 'OK' : 'BELOW TARGET'}; rounds ${waits.map((w) => fmt(w.cycles / w.seconds)).join(', ')} vs ${floors.map((f) => fmt(f.cycles / f.seconds)).join(', ')}; ` +
             `${best.refused === 0 && best.doubleLends === 0 ? 'no refusals, no double lends: OK' : 'FAILED (refusals or double lends)'}`,
           `library queue: without wait (Vault's mode, retried at once): ${fmt(noWait.cycles / noWait.seconds)} cycles/s, ${fmt(noWait.refused / Math.max(1, noWait.cycles), 2)} refused check-outs per cycle, double lends ${noWait.doubleLends}`,

@@ -419,7 +419,7 @@ export function ldapSections(seconds: number): { sections: Array<[string, () => 
       ['ldap dynamic over HTTP', section((f) => dynamicHttpSection(f, ops))],
       ['ldap library', section((f) => benchLibrary(f, ops))],
       ['ldap library queue', section((f) => benchLibraryQueue(f, ops, {
-        withServer, must, rawClient, modify: async (client, dn) => client.modify(dn, [passwordChange(newPassword())]),
+        withServer, must, rawClient, profiled, modify: async (client, dn) => client.modify(dn, [passwordChange(newPassword())]),
       }))],
     ],
     cleanup: async () => {

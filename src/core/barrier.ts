@@ -305,6 +305,7 @@ export class Barrier extends LayeredStorage {
       read: async (after, limit) => Promise.all((await inner.read(after, limit)).map(async (r) => ({ ...r, value: await this.#plaintextOf(EVENT_LOG_PATH, r.value) }))),
       trim: (before, keep) => inner.trim(before, keep),
       stats: () => inner.stats(),
+      head: () => inner.head(),
     };
   }
 

@@ -178,7 +178,8 @@ const firstHeader = (v: string | string[] | undefined): string | undefined => (A
 function closedBeforeAnswer(res: FastifyReply['raw']): AbortSignal {
   const controller = new AbortController();
   res.once('close', () => {
-    if (!res.writableFinished) controller.abort();
+    // Answered (headers out) is not gone: an in-process request (inject) closes without ever finishing its stream.
+    if (!res.writableFinished && !res.headersSent) controller.abort();
   });
   return controller.signal;
 }

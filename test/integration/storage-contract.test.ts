@@ -98,6 +98,37 @@ describe.each(backends)('Storage contract (%s)', (_name, open) => {
     expect(await s.list('big/dir-0600/deep/')).toHaveLength(2500);
   });
 
+  it('"list sees every committed change of its folder at once, when read again after each: puts, deletes, nested keys, guarded writes"', async () => {
+    const s = await make();
+    const steps: Array<[() => Promise<unknown>, string[]]> = [
+      [() => s.put('l/a', b('a')), ['a']],
+      [() => s.transaction(puts(['l/d/1'])), ['a', 'd/']],
+      [() => s.transaction(puts(['l/b']), [{ key: 'l/a', expected: b('a') }]), ['a', 'b', 'd/']],
+      [() => s.transaction(puts(['l/c']), [{ key: 'l/a', expected: b('not a') }]), ['a', 'b', 'd/']],
+      [() => s.transaction([{ type: 'delete', key: 'l/d/1' }]), ['a', 'b']],
+      [() => s.delete('l/a'), ['b']],
+      [() => s.transaction([{ type: 'put', key: 'l/e/f/g', value: b('g') }, { type: 'delete', key: 'l/b' }]), ['e/']],
+    ];
+    for (const [change, expected] of steps) {
+      await s.list('l/');
+      await s.list('');
+      await change();
+      expect(await s.list('l/')).toEqual(expected);
+      expect(await s.list('')).toEqual(expected.length > 0 ? ['l/'] : []);
+    }
+    expect(await s.list('l/e/f/')).toEqual(['g']);
+    await s.delete('l/e/f/g');
+    expect(await s.list('l/e/f/')).toEqual([]);
+    expect(await s.list('l/')).toEqual([]);
+  });
+
+  it('"a listing handed out cannot be changed by its caller"', async () => {
+    const s = await make();
+    await s.put('w/1', b('1'));
+    (await s.list('w/')).push('tampered');
+    expect(await s.list('w/')).toEqual(['1']);
+  });
+
   it('"a transaction applies all of its operations only when every condition holds"', async () => {
     const s = await make();
     await s.put('slot', b('free'));

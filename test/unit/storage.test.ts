@@ -18,6 +18,26 @@ const b = (s: string) => Buffer.from(s);
 
 // The contract every backend keeps is in test/integration/storage-contract.test.ts; these are SQLite's own.
 describe('SqliteStorage durability and group commit', () => {
+  it('"a listing sees a write queued before it, committed or not, and is not held back by queued writes of other folders"', async () => {
+    const s = new SqliteStorage(sqlitePath());
+    await s.put('w/1', b('1'));
+    expect(await s.list('w/')).toEqual(['1']);
+    const pending = s.put('w/2', b('2'));
+    expect(await s.list('w/')).toEqual(['1', '2']);
+    await pending;
+    const elsewhere = s.put('other/x', b('x'));
+    let listedFirst = false;
+    const listing = s.list('w/').then((names) => {
+      listedFirst = true;
+      return names;
+    });
+    await Promise.race([listing, elsewhere]);
+    expect(listedFirst).toBe(true);
+    expect(await listing).toEqual(['1', '2']);
+    await elsewhere;
+    await s.close();
+  });
+
   it('"a store made with the earlier WITHOUT ROWID table is moved to the rowid layout with every row"', async () => {
     const path = sqlitePath();
     const old = new DatabaseSync(path);

@@ -20,6 +20,13 @@ export interface FeedOptions {
   trimEveryMs: number;
 }
 
+/**
+ * How often the log's size (the metric) is counted exactly; between counts it grows by what the head moved. Counting reads the whole log (count(*) in SQL), so the poll that
+ * runs after every commit of this node reads only the head: counted at each poll, a log of 100,000 records cost
+ * ~1 ms of CPU per commit.
+ */
+const COUNT_EVERY_MS = 10_000;
+
 export const FEED_DEFAULTS: FeedOptions = { pollMs: 1000, retentionMs: 24 * 3600_000, maxRecords: 1_000_000, trimEveryMs: 60_000 };
 
 export class EventFeed {
@@ -32,7 +39,9 @@ export class EventFeed {
   #waiters = new Set<() => void>();
   #stop: (() => void) | undefined;
   #polling = false;
+  #pollAgain = false;
   #lastTrim = 0;
+  #lastCount = 0;
 
   /** `wakeUps`: where the store tells of other nodes' commits (SharedStorage.onEventsCommitted), subscribed at start. */
   readonly #wakeUps: ((listener: () => void) => () => void) | undefined;
@@ -104,22 +113,39 @@ export class EventFeed {
   }
 
   async #poll(): Promise<void> {
-    if (this.#polling) return;
+    // A wake-up during a poll may report a commit that poll read the head before: it polls once more after it.
+    if (this.#polling) {
+      this.#pollAgain = true;
+      return;
+    }
     this.#polling = true;
     try {
-      const { count, last } = await this.#log().stats();
-      this.#size = count;
+      const last = await this.#log().head();
       if (last > this.#head) {
+        // Appended since (the log never gains a record below its head); the count below puts trims right.
+        this.#size += last - this.#head;
         this.#head = last;
         for (const check of [...this.#waiters]) check();
       }
       await this.#trimWhenDue();
+      await this.#countWhenDue();
     } catch (err) {
       // A sealed barrier or a lost database: the next poll tries again.
       this.#logger.debug({ err: { message: (err as Error).message } }, 'event log poll failed');
     } finally {
       this.#polling = false;
+      if (this.#pollAgain) {
+        this.#pollAgain = false;
+        void this.#poll();
+      }
     }
+  }
+
+  async #countWhenDue(): Promise<void> {
+    const now = Date.now();
+    if (now - this.#lastCount < COUNT_EVERY_MS) return;
+    this.#lastCount = now;
+    this.#size = (await this.#log().stats()).count;
   }
 
   /** Leader-only housekeeping; a trim by a former leader removes only what the new one would remove too. */

@@ -39,6 +39,7 @@ export class MemoryStorage implements Storage {
       return cut;
     },
     stats: async () => ({ count: this.#records.length, last: this.#lastSeq }),
+    head: async () => this.#lastSeq,
   };
   async close(): Promise<void> {}
   // Nothing outside the process can break a map.

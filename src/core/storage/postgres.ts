@@ -277,6 +277,10 @@ export class PostgresStorage implements Storage, SharedStorage {
         'SELECT (SELECT count(*) FROM strongroom_events) AS count, (SELECT seq FROM strongroom_event_seq) AS last', []);
       return { count: Number(rows[0].count), last: Number(rows[0].last) };
     },
+    head: async () => {
+      const { rows } = await this.#query<{ seq: string }>('strongroom_log_head', 'SELECT seq FROM strongroom_event_seq', []);
+      return Number(rows[0].seq);
+    },
   };
 
   // ---- the cluster's coordination (SharedStorage) ------------------------------------------------

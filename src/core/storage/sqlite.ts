@@ -28,6 +28,7 @@ export class SqliteStorage implements Storage {
   readonly #getStmt: StatementSync;
   readonly #rangeStmt: StatementSync;
   readonly #logStmt: StatementSync;
+  readonly #headStmt: StatementSync;
   readonly #writer: Worker;
   /** Batches posted to the writer and not yet answered, oldest first. */
   #flights: Array<{ id: number; batch: Pending[] }> = [];
@@ -50,6 +51,13 @@ export class SqliteStorage implements Storage {
   readonly #cache = new Map<string, Buffer | null>();
   static readonly CACHE_LIMIT = 50_000;
   #overlay = new Map<string, Buffer | null>();
+  /**
+   * Small folders' listings, dropped when a commit writes a key under them (exact for the same reason as the cache).
+   * A waiting check-out looks at its set's queue several times a cycle; scanning it each time cost ~100 us.
+   */
+  readonly #listings = new Map<string, string[]>();
+  static readonly LISTING_LIMIT = 1024;
+  static readonly LISTING_MAX_CHILDREN = 256;
   #scheduled = false;
 
   constructor(path: string) {
@@ -70,6 +78,7 @@ export class SqliteStorage implements Storage {
     // thread assigns them in commit order.
     this.#db.exec('CREATE TABLE IF NOT EXISTS events (seq INTEGER PRIMARY KEY AUTOINCREMENT, at INTEGER NOT NULL, value BLOB NOT NULL)');
     this.#logStmt = this.#db.prepare('SELECT seq, at, value FROM events WHERE seq > ? ORDER BY seq LIMIT ?');
+    this.#headStmt = this.#db.prepare("SELECT seq FROM sqlite_sequence WHERE name = 'events'");
     this.#getStmt = this.#db.prepare('SELECT value FROM kv WHERE key = ?');
     this.#rangeStmt = this.#db.prepare('SELECT key FROM kv WHERE key >= ? AND key < ? ORDER BY key LIMIT 1000');
     this.#writer = new Worker(new URL('./sqlite-writer.ts', import.meta.url), { workerData: { path } });
@@ -103,7 +112,12 @@ export class SqliteStorage implements Storage {
   }
 
   async list(prefix: string): Promise<string[]> {
-    await this.#drain();
+    // Committed keys, like get(); queued writes are seen through the overlay, so only a listing whose folder has some
+    // waits for them to commit. Waiting for every queued write (as every listing once did) tied each listing to the
+    // whole server's commits: under load a check-in waited on unrelated commits before it could pick the next waiter.
+    if (this.#overlayHolds(prefix)) await this.#drain();
+    const listed = this.#listings.get(prefix);
+    if (listed) return listed.slice();
     const end = prefix + '\uffff';
     const keys: string[] = [];
     let from = prefix;
@@ -117,12 +131,17 @@ export class SqliteStorage implements Storage {
       const slash = last.indexOf('/', prefix.length);
       from = slash === -1 ? last + '\u0000' : last.slice(0, slash + 1) + '\uffff';
     }
-    return directChildren(prefix, keys);
+    const children = directChildren(prefix, keys);
+    if ((prefix === '' || prefix.endsWith('/')) && children.length <= SqliteStorage.LISTING_MAX_CHILDREN) {
+      setBounded(this.#listings, SqliteStorage.LISTING_LIMIT, prefix, children.slice());
+    }
+    return children;
   }
 
   readonly log: EventLog = {
+    // Committed records only, as get() reads: a sequence is assigned when its commit lands, and the events of a
+    // caller's own writes are committed before its write resolves.
     read: async (after, limit) => {
-      await this.#drain();
       const rows = this.#logStmt.all(after, limit) as Array<{ seq: number; at: number; value: Uint8Array }>;
       return rows.map((r): LogRecord => ({ seq: Number(r.seq), at: Number(r.at), value: Buffer.from(r.value) }));
     },
@@ -132,11 +151,10 @@ export class SqliteStorage implements Storage {
       return count - (await this.log.stats()).count;
     },
     stats: async () => {
-      await this.#drain();
       const { count } = this.#db.prepare('SELECT count(*) AS count FROM events').get() as { count: number };
-      const last = this.#db.prepare("SELECT seq FROM sqlite_sequence WHERE name = 'events'").get() as { seq: number } | undefined;
-      return { count: Number(count), last: Number(last?.seq ?? 0) };
+      return { count: Number(count), last: await this.log.head() };
     },
+    head: async () => Number((this.#headStmt.get() as { seq: number } | undefined)?.seq ?? 0),
   };
 
   get failure(): Error | undefined {
@@ -153,6 +171,11 @@ export class SqliteStorage implements Storage {
     this.#writer.removeAllListeners('exit');
     await this.#writer.terminate();
     this.#db.close();
+  }
+
+  #overlayHolds(prefix: string): boolean {
+    for (const key of this.#overlay.keys()) if (key.startsWith(prefix)) return true;
+    return false;
   }
 
   /** Resolves once every write queued so far is committed (or failed). */
@@ -210,6 +233,7 @@ export class SqliteStorage implements Storage {
       if ('error' in reply) {
         // Nothing of the batch landed: forget what it would have written.
         this.#cache.clear();
+        this.#listings.clear();
         for (const p of flight.batch) for (const op of p.ops) if (isKeyOp(op)) this.#settleOverlay(op);
         for (const p of flight.batch) p.reject(new Error(`storage commit failed: ${reply.error}`));
         continue;
@@ -221,6 +245,7 @@ export class SqliteStorage implements Storage {
           // Only keys already cached are refreshed: caching every written value (4 per login) kept churning
           // thousands of Buffers through the old generation, and what is read back comes in on its first read.
           if (outcomes[j] && this.#cache.has(op.key)) this.#remember(op.key, op.type === 'put' ? op.value : null);
+          if (outcomes[j] && this.#listings.size > 0) this.#unlist(op.key);
           this.#settleOverlay(op);
         }
       });
@@ -229,6 +254,12 @@ export class SqliteStorage implements Storage {
     if (this.#flights.length === 0) this.#writer.unref();
     if (this.#queue.length > 0) this.#flush();
     else if (this.#flights.length === 0) for (const resolve of this.#drained.splice(0)) resolve();
+  }
+
+  /** Drops the listings a committed write of `key` may have changed: those of each folder above it. */
+  #unlist(key: string): void {
+    this.#listings.delete('');
+    for (let slash = key.indexOf('/'); slash !== -1; slash = key.indexOf('/', slash + 1)) this.#listings.delete(key.slice(0, slash + 1));
   }
 
   /** Drops an overlay entry once its write is settled, unless a later queued write replaced it. */

@@ -30,6 +30,8 @@ export interface EventLog {
   trim(before: number, keep: number): Promise<number>;
   /** How many records the log holds, and the highest sequence ever assigned (0 when none). */
   stats(): Promise<{ count: number; last: number }>;
+  /** The highest sequence ever assigned (0 when none): what a poll for new events reads, without counting the log. */
+  head(): Promise<number>;
 }
 
 /** A compare-and-set guard: the transaction applies only if `key` currently holds `expected` (undefined = absent). */

@@ -133,7 +133,7 @@ export function libraryLender(engine: Engine, queue: LibraryQueue): (req: CheckO
     if (view.live.length === 0) {
       const loan = await lendNow(req, view);
       if (loan) return loan;
-    } else {
+    } else if (req.config.max_checkouts_per_entity > 0) {
       checkHolderLimit(req, await readMembers(storage, req.config.service_account_names));
     }
     const noneFree = () => new BadRequestError('No service accounts available for check-out.');

@@ -29,6 +29,7 @@ const TICKET_DIGITS = 15;
 /** Compare-and-set rounds of one enqueue against other nodes' queueing on the same set at once. */
 const ENQUEUE_ATTEMPTS = 100;
 const WAITER_VALUE = Buffer.from('{}');
+const [DOT, ZERO, NINE] = ['.', '0', '9'].map((c) => c.charCodeAt(0));
 
 const queueFolder = (set: string) => `${QUEUE_PREFIX}${encodeURIComponent(set)}/`;
 const ticketKey = (set: string) => TICKET_PREFIX + encodeURIComponent(set);
@@ -40,9 +41,15 @@ export interface Waiter {
   node: string;
 }
 
+/** Parsed on every look at a queue, for each entry: no expression, and what is not ours is skipped. */
 function parseWaiter(id: string): Waiter | undefined {
-  const m = /^(\d+)\.(.+)$/.exec(id);
-  return m && m[1].length === TICKET_DIGITS ? { id, ticket: Number(m[1]), node: m[2] } : undefined;
+  if (id.length <= TICKET_DIGITS + 1 || id.charCodeAt(TICKET_DIGITS) !== DOT) return undefined;
+  const digits = id.slice(0, TICKET_DIGITS);
+  for (let i = 0; i < TICKET_DIGITS; i++) {
+    const c = digits.charCodeAt(i);
+    if (c < ZERO || c > NINE) return undefined;
+  }
+  return { id, ticket: Number(digits), node: id.slice(TICKET_DIGITS + 1) };
 }
 
 /** The queue of a set as read at one moment: the next ticket, and the waiters whose node is alive, first come first. */
@@ -133,16 +140,15 @@ export class LibraryQueue {
     // The counter first: a waiter missing from the listing below was gone before it was read, or holds a later ticket.
     const counter = await storage.get(ticketKey(set));
     const next = counter ? Number(counter.toString('utf8')) : 0;
-    const alive = new Map<string, Promise<boolean>>();
+    const waiters = (await storage.list(queueFolder(set))).map(parseWaiter).filter((w) => w !== undefined);
+    // Each node asked once, whatever number of waiters it has.
+    const alive = new Map<string, boolean>();
+    for (const w of waiters) if (!alive.has(w.node)) alive.set(w.node, await ctx.system.nodeAlive(w.node));
     const live: Waiter[] = [];
-    for (const id of await storage.list(queueFolder(set))) {
-      const waiter = parseWaiter(id);
-      if (!waiter) continue;
-      let nodeAlive = alive.get(waiter.node);
-      if (!nodeAlive) alive.set(waiter.node, (nodeAlive = ctx.system.nodeAlive(waiter.node)));
-      if (await nodeAlive) live.push(waiter);
+    for (const waiter of waiters) {
+      if (alive.get(waiter.node)) live.push(waiter);
       // Its node died (kill -9, or a process before a restart): nothing will ever serve it.
-      else await storage.delete(queueFolder(set) + id);
+      else await storage.delete(queueFolder(set) + waiter.id);
     }
     return { next, counter, live, liveIds: new Set(live.map((w) => w.id)) };
   }
@@ -224,9 +230,10 @@ export class LibraryQueue {
     waiters?.delete(waiter.id);
     if (waiters?.size === 0) this.#local.delete(set);
     if (!removeEntry) {
-      // Served: an account also reserved for it (two commits picked it at once) is handed on by this node's pump, or
-      // is free to anyone (a reservation of a waiter no longer queued is void).
-      this.wake(set);
+      // Served: an account also reserved for it (two nodes' commits picked it at once) is handed on by this node's
+      // pump, or is free to anyone (a reservation of a waiter no longer queued is void). With one node, the commits
+      // that reserve pick only waiters holding nothing here (headFor), so there is no second account to hand on.
+      if (this.#engine.ctx.system.shared) this.wake(set);
       return;
     }
     await this.#engine.storage.transaction([{ type: 'delete', key: queueFolder(set) + waiter.id }], [], event ? [event] : []);
