@@ -26,8 +26,8 @@ describe.each([
   ['SQLite, one node', () => oneSqliteNode(closers)],
   ['PostgreSQL, two nodes: produced on one, subscribed on the other', () => twoPostgresNodes(postgres, closers)],
 ])('the remaining event types (%s)', (_name, nodes) => {
-  it('"ldap/creds-create, ldap/library-check-out-wait-expired, ldap/dual-account-grace-end and audit/device-fail fire with their documented metadata; no password in any event"', async () => {
-    const ou = await createIsolatedOu(facts, { users: 3, serviceAccounts: 1 });
+  it('"ldap/creds-create, ldap/library-check-out-wait-expired, ldap/dual-account-grace-end (reset and keep) and audit/device-fail fire with their documented metadata; no password in any event"', async () => {
+    const ou = await createIsolatedOu(facts, { users: 5, serviceAccounts: 1 });
     closers.push(() => ou.cleanup());
     const logs = auditDir();
     closers.push(async () => logs.cleanup());
@@ -48,8 +48,14 @@ describe.each([
     const first = await cred(one, 'blue');
     await ok(one, 'POST', 'ldap/rotate-role/blue');
     const second = await cred(one, 'blue');
-    await until(() => ofType('ldap/dual-account-grace-end').length === 1, 'the end of the grace (the reset)', 30_000);
+    // With standby_action keep the grace's end changes no password: the leader records it, and reports it.
+    await ok(one, 'POST', 'ldap/static-role/green', { username: 'user3', dual_account_mode: true, username_b: 'user4', rotation_period: '1h', grace_period: '2s' });
+    await ok(one, 'POST', 'ldap/rotate-role/green');
+    const greenBefore = await readStaticRole(mountStorage(one), 'green');
+    await until(() => ofType('ldap/dual-account-grace-end').length === 2, 'the end of both graces (a reset, a keep)', 30_000);
     const reset = await readStaticRole(mountStorage(one), 'blue');
+    const green = await readStaticRole(mountStorage(one), 'green');
+    const greenServed = await cred(one, 'green');
 
     // An audit device that fails every write from now on: its directory replaced by a file, then reopened.
     const dir = join(logs.dir, 'failing');
@@ -67,17 +73,21 @@ describe.each([
     // The credential keeps its lease event too.
     expect(ofType('lease/issued').map((e) => e.data.metadata.lease_id)).toContain(dyn.lease_id);
     expect(ofType('ldap/library-check-out-wait-expired')[0].data.metadata).toEqual({ modified: 'false', operation: 'update', path: 'library/team/check-out', name: 'team', max_wait: '1' });
-    const graceEnd = ofType('ldap/dual-account-grace-end')[0].data.metadata;
-    expect(graceEnd).toMatchObject({ modified: 'true', operation: 'periodic', path: 'static-role/blue', name: 'blue', standby_action: 'reset', account: 'user1' });
-    expect(Date.parse(graceEnd.grace_period_end)).toBeGreaterThan(0);
+    const graceEnd = (name: string) => ofType('ldap/dual-account-grace-end').find((e) => e.data.metadata.name === name).data.metadata;
+    expect(graceEnd('blue')).toMatchObject({ modified: 'true', operation: 'periodic', path: 'static-role/blue', name: 'blue', standby_action: 'reset', account: 'user1' });
+    expect(Date.parse(graceEnd('blue').grace_period_end)).toBeGreaterThan(0);
+    expect(graceEnd('green')).toEqual({ modified: 'true', operation: 'periodic', path: 'static-role/green', name: 'green', standby_action: 'keep', account: 'user3', grace_period_end: new Date(greenBefore!.grace_period_end).toISOString() });
+    // Its end is recorded once: nothing is left for the leader to report again, and the served account is b's.
+    expect(green).toMatchObject({ grace_period_end: 0, active_account: 'b' });
+    expect(greenServed).toMatchObject({ username: 'user4' });
     // The reset is the grace's end, not a rotation: no rotation is reported after the one by hand.
-    const endSeq = ofType('ldap/dual-account-grace-end')[0].sequence;
-    expect(ofType('ldap/rotate').filter((e) => e.sequence > endSeq)).toEqual([]);
+    const endSeq = ofType('ldap/dual-account-grace-end').find((e) => e.data.metadata.name === 'blue').sequence;
+    expect(ofType('ldap/rotate').filter((e) => e.sequence > endSeq && e.data.metadata.name === 'blue')).toEqual([]);
     const failed = ofType('audit/device-fail')[0].data;
     expect(failed.metadata).toEqual({ path: 'sys/audit/broken/', device_type: 'file', entry: 'request', error: 'ENOTDIR: not a directory', failed_writes: '1' });
     expect(failed.plugin_info).toBeUndefined();
 
-    const canaries = [dyn.data.password, lent.data.password, first.password, second.password, reset!.password, reset!.password_b, ou.engine.password];
+    const canaries = [dyn.data.password, lent.data.password, first.password, second.password, reset!.password, reset!.password_b, green!.password, green!.password_b, ou.engine.password];
     for (const raw of sub.raw) for (const canary of canaries) expect(raw).not.toContain(canary);
   });
 });

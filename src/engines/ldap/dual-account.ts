@@ -71,7 +71,7 @@ interface ScheduleState {
 }
 
 const otherAccount = (id: AccountId): AccountId => (id === 'a' ? 'b' : 'a');
-const standbyOf = (role: DualRole): AccountId => otherAccount(role.active_account);
+export const standbyOf = (role: DualRole): AccountId => otherAccount(role.active_account);
 
 export function accountOf(role: DualRole, id: AccountId): { username: string; dn: string; resolvedDn: string; password: string } {
   return id === 'a'
@@ -109,14 +109,19 @@ export function roleState(role: DualRole, now: number): RoleState {
 /** The time before which no automated switch starts (the grace of the last one); 0 without the mode. */
 export const switchHold = (role: DualRole): number => (role.dual_account_mode ? role.grace_period_end : 0);
 
+/** A `standby_action: keep` grace that has passed and whose end the leader has not recorded yet (it reports it). */
+export const graceToClose = (role: DualRole, now: number): boolean =>
+  role.dual_account_mode && role.standby_action === 'keep' && role.grace_period_end > 0 && now >= role.grace_period_end;
+
 /**
- * The leader's next run for a role whose next rotation is `rotation`: before it, the reset a dual role owes when a
- * grace ends (at its end, or at the retry time of a failed reset).
+ * The leader's next run for a role whose next rotation is `rotation`: before it, the end of a grace, for the reset
+ * a dual role owes (at the end, or at the retry time of a failed reset) or to record and report a `keep` grace's end.
  */
-export function withReset<P extends { runAt: number; dueMs: number }>(role: DualRole & ScheduleState, now: number, rotation: P | undefined): { runAt: number; dueMs: number } | undefined {
-  if (!resetPending(role)) return rotation;
-  const resetAt = Math.max(now, role.grace_period_end, role.failed_attempts > 0 ? role.next_rotation : 0);
-  return rotation && rotation.runAt <= resetAt ? rotation : { runAt: resetAt, dueMs: rotation?.dueMs ?? role.due_at };
+export function withGraceEnd<P extends { runAt: number; dueMs: number }>(role: DualRole & ScheduleState, now: number, rotation: P | undefined): { runAt: number; dueMs: number } | undefined {
+  const keepEnds = role.dual_account_mode && role.standby_action === 'keep' && role.grace_period_end > 0;
+  if (!resetPending(role) && !keepEnds) return rotation;
+  const endAt = Math.max(now, role.grace_period_end, resetPending(role) && role.failed_attempts > 0 ? role.next_rotation : 0);
+  return rotation && rotation.runAt < endAt ? rotation : { runAt: endAt, dueMs: rotation?.dueMs ?? role.due_at };
 }
 
 // ---- the next change ---------------------------------------------------------------------------------

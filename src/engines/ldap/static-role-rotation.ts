@@ -3,7 +3,7 @@
  * and the leader's schedule of them all (src/lib/rotation-schedule.ts has the rules, docs/rotation.md the guarantees).
  */
 import { ConflictError, StrongroomError } from '../../core/errors.ts';
-import type { PreparedWrite, StorageView } from '../../core/storage/view.ts';
+import { GuardError, type PreparedWrite, type StorageView } from '../../core/storage/view.ts';
 import { nextDue, storedSchedule, whenToRun, type RotationSchedule } from '../../lib/rotation-schedule.ts';
 import { dnEquals } from '../../providers/ldap/dn.ts';
 import { LDAP_STATIC_ROTATIONS } from '../../telemetry/families.ts';
@@ -11,12 +11,14 @@ import type { LdapEngine } from './engine.ts';
 import { FencedWriteError, type RecordedPassword } from './directory-writes.ts';
 import { clearDriftOp } from './drift-marks.ts';
 import {
-  GracePeriodError, accountOf, accountTarget, changedFields, dualIntent, encodeIntent, parseIntent, switchHold, withReset, type AccountId, type DualRotateOptions,
+  GracePeriodError, accountOf, accountTarget, changedFields, dualIntent, encodeIntent, graceToClose, parseIntent, switchHold, withGraceEnd, type AccountId,
+  type DualRotateOptions,
 } from './dual-account.ts';
 import { changePasswordWithWal, listWalTargets, readWal, walKey } from './rotation.ts';
 import { retryDelayMs } from './scheduler.ts';
+import { changeEvents, graceEndEvent } from './static-role-events.ts';
 import {
-  STATIC_ROLE_PREFIX as PREFIX, editStaticRole, listStaticRoleNames, putStaticRoleOp, readStaticRole, readStaticRoleSnapshot, rfc3339, staticRoleKey,
+  STATIC_ROLE_PREFIX as PREFIX, editStaticRole, listStaticRoleNames, putStaticRoleOp, readStaticRole, readStaticRoleSnapshot, staticRoleKey,
   staticRoleOwner as owner, staticRoleTarget, type StaticRole,
 } from './static-role-store.ts';
 
@@ -43,8 +45,8 @@ export function plannedRotation(role: StaticRole, now: number, walPending = fals
   return whenToRun(roleSchedule(role), role.due_at, Math.max(now, role.next_rotation, switchHold(role)));
 }
 
-/** The leader's next run for the role: its rotation, or before it the reset a dual-account role owes when a grace ends. */
-const plannedWork = (role: StaticRole, now: number, walPending = false) => withReset(role, now, plannedRotation(role, now, walPending));
+/** The leader's next run for the role: its rotation, or before it the end of a dual-account role's grace (its reset, or its report). */
+const plannedWork = (role: StaticRole, now: number, walPending = false) => withGraceEnd(role, now, plannedRotation(role, now, walPending));
 
 /** Puts the role on the leader's schedule at its planned time, or off it. */
 export function reschedule(engine: LdapEngine, role: StaticRole, walPending = false): void {
@@ -95,6 +97,7 @@ export async function rotateStaticRole(engine: LdapEngine, name: string, { sched
         return undefined;
       }
       dueMs = plan.dueMs;
+      if (!wal && graceToClose(role, now)) return closeGrace(engine, role, snapshot.raw);
     }
     let searchedDn: string | undefined;
     // Set once the directory took the new password: a failure after that only failed to record it.
@@ -127,7 +130,7 @@ export async function rotateStaticRole(engine: LdapEngine, name: string, { sched
         },
         // Recorded over the role as read: an update or another rotation meanwhile fails this record (the WAL keeps the password).
         commitConditions: [{ key: staticRoleKey(name), expected: snapshot.raw }],
-        commitAlongside: async () => [changeEvent(engine, role, rotated, committedIntent, scheduled ? 'periodic' : 'update')],
+        commitAlongside: async () => changeEvents(engine, role, rotated, committedIntent, scheduled ? 'periodic' : 'update'),
         fence: scheduled ? engine.ctx.system.fence() : fence,
         recorded: () => recordedPassword(engine.storage, name, id),
       });
@@ -269,18 +272,17 @@ export async function scheduleStaticRoles(engine: LdapEngine): Promise<void> {
 }
 
 /**
- * The event of a recorded change (`role` before it, `rotated` after): `ldap/rotate`, naming the rotation by the time it
- * recorded (static-cred's `last_service_rotation`), or for a dual-account role's reset of the previously active account
- * `ldap/dual-account-grace-end` (Strongroom's own; the reset is what ends a grace with standby_action reset, and no
- * rotation). `walIntent` is the intent the commit recorded (dual-account.ts).
+ * The end of a `standby_action: keep` grace, which changes no password: recorded (its end cleared, which reads the
+ * same once it passed) with its `ldap/dual-account-grace-end` over the role as read, fenced, so it is reported once
+ * by whichever node leads. Undefined, as a scheduled run with nothing rotated.
  */
-function changeEvent(engine: LdapEngine, role: StaticRole, rotated: StaticRole, walIntent: string | undefined, operation: 'periodic' | 'update'): PreparedWrite {
-  const intent = walIntent === undefined ? undefined : parseIntent(walIntent);
-  if (intent?.kind !== 'reset') {
-    return engine.ctx.system.event('ldap/rotate', { modified: 'true', operation, path: `rotate-role/${role.name}`, name: role.name, last_service_rotation: rfc3339(rotated.last_rotation) });
-  }
-  return engine.ctx.system.event('ldap/dual-account-grace-end', {
-    modified: 'true', operation, path: `static-role/${role.name}`, name: role.name, standby_action: role.standby_action,
-    account: accountOf(role, intent.account).username, grace_period_end: new Date(role.grace_period_end).toISOString(),
-  });
+async function closeGrace(engine: LdapEngine, role: StaticRole, raw: Buffer): Promise<undefined> {
+  const closed: StaticRole = { ...role, grace_period_end: 0 };
+  const written = await engine.storage.transaction([putStaticRoleOp(closed)], [{ key: staticRoleKey(role.name), expected: raw }], [engine.ctx.system.fence(), graceEndEvent(engine, role, 'periodic')])
+    .catch((err: unknown) => {
+      if (err instanceof GuardError) return false;
+      throw err;
+    });
+  reschedule(engine, written ? closed : role);
+  return undefined;
 }
