@@ -39,7 +39,7 @@ export const dualAccountShape = {
   active_account: z.enum(['a', 'b']).default('a'),
   /** Seconds the previously active account stays valid after a switch. */
   grace_period: z.number().int().default(0),
-  /** Unix ms the grace of the last switch ends; 0 = none (or, with reset, the reset is done). */
+  /** Unix ms the grace of the last switch ends; 0 = none, or its end is recorded (the reset done, or a keep grace's end reported). */
   grace_period_end: z.number().default(0),
   standby_action: z.enum(STANDBY_ACTIONS).default('keep'),
 };
