@@ -1,5 +1,6 @@
-// The cloud engine's failure events (docs/events.md): azure/rotate-root-fail when the leader's automated rotation of
-// the engine's client secret fails, azure/rotate-fail when a static role's scheduled rotation fails; each recorded
+// The cloud engine's failure events (docs/events.md): azure/creds-create-fail when issuing a credential fails,
+// azure/rotate-root-fail when the leader's automated rotation of the engine's client secret fails, azure/rotate-fail
+// when a static role's scheduled rotation fails; each recorded
 // with its failure, with a scrubbed error and the attempt count, and no secret. One SQLite node on a fake clock shared
 // with the emulator (a static role's rotation is weeks away); the emulator refuses addPassword.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -39,7 +40,7 @@ async function advanceTo(at: number): Promise<void> {
 }
 
 describe('azure/*-fail events', () => {
-  it('"a failed automated rotate-root and a failed scheduled static-role rotation each fire their *-fail event with a scrubbed error and the attempt count; no secret in either"', async () => {
+  it('"a failed credential, a failed automated rotate-root and a failed scheduled static-role rotation each fire their *-fail event with a scrubbed error and the attempt count; no secret in either"', async () => {
     clock = new FakeClock(Date.now());
     const t0 = clock.now();
     const engine = cloudSecretsEngine({ env: { CLOUD_ENVIRONMENT_FILEPATH: world.envFile }, retry: FAST_RETRY, rotateRoot: { propagation: { baseDelayMs: 20, deadlineMs: 3_000 } } });
@@ -50,9 +51,15 @@ describe('azure/*-fail events', () => {
     const target = seedApp(world.emu.state, { displayName: 'events-failing-static' });
     await ok(s, 'POST', 'cloud/static-roles/fl', { application_object_id: target.objectId, rotation_period: '720h', rotation_grace_period: '1h' });
     const served = await ok(s, 'GET', 'cloud/static-creds/fl');
+    await ok(s, 'POST', 'cloud/roles/onapp', { application_object_id: target.objectId, ttl: '1h' });
 
     world.emu.faults.fail({ service: 'graph', path: /addPassword$/ }, 1000, 400);
     const ofType = (type: string) => sub.events.filter((e) => e.data.event_type === type);
+    const refused = await s.request('GET', 'cloud/creds/onapp');
+    expect(refused.status).toBeGreaterThanOrEqual(400);
+    await until(() => ofType('azure/creds-create-fail').length === 1, 'the failed credential');
+    expect(ofType('azure/creds-create-fail')[0].data.metadata).toEqual({ modified: 'false', operation: 'read', path: 'creds/onapp', name: 'onapp', error: refused.body.errors.join('; '), attempts: '1' });
+    expect(ofType('azure/creds-create')).toEqual([]);
     await advanceTo(t0 + HOUR);
     await until(() => ofType('azure/rotate-root-fail').length >= 1, 'the failed root rotation');
     // The error is the one the config records for clients (and no more).

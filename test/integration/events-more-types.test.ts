@@ -26,7 +26,7 @@ describe.each([
   ['SQLite, one node', () => oneSqliteNode(closers)],
   ['PostgreSQL, two nodes: produced on one, subscribed on the other', () => twoPostgresNodes(postgres, closers)],
 ])('the remaining event types (%s)', (_name, nodes) => {
-  it('"ldap/creds-create, ldap/library-check-out-wait-expired, ldap/dual-account-grace-end (reset and keep) and audit/device-fail fire with their documented metadata; no password in any event"', async () => {
+  it('"ldap/creds-create(-fail), ldap/library-check-out-wait-expired, ldap/dual-account-grace-end (reset and keep) and audit/device-fail fire with their documented metadata; no password in any event"', async () => {
     const ou = await createIsolatedOu(facts, { users: 5, serviceAccounts: 1 });
     closers.push(() => ou.cleanup());
     const logs = auditDir();
@@ -38,6 +38,10 @@ describe.each([
 
     await ok(one, 'POST', 'ldap/role/dyn', { creation_ldif: `dn: cn={{.Username}},${ou.usersDn}\nobjectClass: person\ncn: {{.Username}}\nsn: x\n`, deletion_ldif: `dn: cn={{.Username}},${ou.usersDn}\nchangetype: delete\n` });
     const dyn = await ok(one, 'GET', 'ldap/creds/dyn');
+    // A creation the directory refuses (its parent does not exist): rolled back, reported as it failed.
+    await ok(one, 'POST', 'ldap/role/bad', { creation_ldif: `dn: cn={{.Username}},ou=missing,${ou.usersDn}\nobjectClass: person\ncn: {{.Username}}\nsn: x\nuserPassword: {{.Password}}\n`, deletion_ldif: `dn: cn={{.Username}},ou=missing,${ou.usersDn}\nchangetype: delete\n` });
+    const bad = await one.request('GET', 'ldap/creds/bad');
+    expect(bad.status).toBeGreaterThanOrEqual(400);
 
     await ok(one, 'POST', 'ldap/library/team', { service_account_names: 'svc0', ttl: '1h', max_wait: '10s' });
     const lent = await ok(one, 'POST', 'ldap/library/team/check-out');
@@ -66,9 +70,10 @@ describe.each([
     await one.core.audit.reopen();
     expect((await one.request('GET', 'sys/mounts')).status).toBe(500);
     await until(() => ofType('audit/device-fail').length === 1, 'the device failure', 15_000);
-    await until(() => ofType('ldap/creds-create').length === 1 && ofType('ldap/library-check-out-wait-expired').length === 1, 'the other events');
+    await until(() => ofType('ldap/creds-create').length === 1 && ofType('ldap/creds-create-fail').length === 1 && ofType('ldap/library-check-out-wait-expired').length === 1, 'the other events');
 
     expect(ofType('ldap/creds-create')[0].data.metadata).toEqual({ modified: 'true', operation: 'read', path: 'creds/dyn', name: 'dyn' });
+    expect(ofType('ldap/creds-create-fail')[0].data.metadata).toEqual({ modified: 'false', operation: 'read', path: 'creds/bad', name: 'bad', error: bad.body.errors.join('; ') });
     expect(ofType('ldap/creds-create')[0].data.plugin_info).toMatchObject({ mount_path: 'ldap/', plugin: 'ldap' });
     // The credential keeps its lease event too.
     expect(ofType('lease/issued').map((e) => e.data.metadata.lease_id)).toContain(dyn.lease_id);

@@ -1,4 +1,4 @@
-import { BadRequestError, ConflictError, NotFoundError } from '../../core/errors.ts';
+import { BadRequestError, ConflictError, NotFoundError, StrongroomError } from '../../core/errors.ts';
 import { definePath, type BackendRequest, type BackendResponse, type PathDefinition, lowerName } from '../../core/framework.ts';
 import { newUuid } from '../../core/ids.ts';
 import type { NewPassword } from '../../providers/azure/graph.ts';
@@ -87,7 +87,14 @@ export function credsPaths(engine: CloudEngine): PathDefinition[] {
           const lifetime = role.max_ttl || engine.system.maxLeaseTtl();
           const endDateTime = new Date(engine.clock.now() + lifetime * 1000);
           const issue: Issue = { name, conn, leaseId: req.leaseId, leaseWrite: (secret) => req.leaseWrite(secret) };
-          return role.application_object_id || role.managed_app ? issueStatic(engine, issue, role, endDateTime) : issueDynamic(engine, issue, role, endDateTime);
+          const issuing = role.application_object_id || role.managed_app ? issueStatic(engine, issue, role, endDateTime) : issueDynamic(engine, issue, role, endDateTime);
+          return issuing.catch(async (err: unknown) => {
+            // What was created is rolled back (or left to the WAL's sweep); the event says issuing failed, as the client hears it.
+            const error = err instanceof StrongroomError ? err.message : 'internal error';
+            await engine.storage.commit([cloudEvent(engine.system, 'creds-create-fail', { operation: 'read', path: `creds/${name}`, name, error })])
+              .catch((e: unknown) => engine.logger.warn({ role: name, err: (e as Error).message }, 'the creds-create-fail event could not be recorded'));
+            throw err;
+          });
         },
       },
     }),

@@ -9,7 +9,7 @@ import type { PreparedWrite } from '../../core/storage/view.ts';
 
 export type CloudEventType =
   | 'config-write' | 'config-delete'
-  | 'role-create' | 'role-update' | 'role-delete' | 'creds-create'
+  | 'role-create' | 'role-update' | 'role-delete' | 'creds-create' | 'creds-create-fail'
   | 'static-role-create' | 'static-role-update' | 'static-role-delete'
   | 'rotate' | 'rotate-fail' | 'rotate-root' | 'rotate-root-fail';
 

@@ -106,17 +106,30 @@ function credsPaths(engine: Engine, templates: DynamicTemplates): PathDefinition
           // The lease is stored before the account exists: it is the write-ahead record, so a crash after the
           // creation still ends in the deletion LDIF (entries already gone count as deleted).
           await req.registerLease(secret);
-          await create(client, creation, rollback, { role: name, password, logger: engine.ctx.logger });
-          // Its own commit: the lease above is the write-ahead record and must precede the account, while the event
-          // reports an account that exists (a crash in between leaves a lease for credentials never handed out).
-          // A failure here must not fail the request: the pipeline would forget the lease of an account that exists.
-          await engine.storage.commit([engine.ctx.system.event('ldap/creds-create', { modified: 'true', operation: 'read', path: `creds/${name}`, name })])
-            .catch((err: unknown) => engine.ctx.logger.warn({ role: name, err: (err as Error).message }, 'the creds-create event could not be recorded'));
+          const report = credsEvent(engine, name);
+          await create(client, creation, rollback, { role: name, password, logger: engine.ctx.logger }).catch(async (err: unknown) => {
+            await report('ldap/creds-create-fail', err instanceof StrongroomError ? err.message : 'internal error');
+            throw err;
+          });
+          await report('ldap/creds-create');
           return { data: { distinguished_names: internal.distinguished_names, password, username }, secret };
         },
       },
     }),
   ];
+}
+
+/**
+ * `ldap/creds-create` (the account exists) and `ldap/creds-create-fail` (its creation failed and was rolled back; the
+ * error as the client receives it, scrubbed of the password), each its own commit: the lease is the write-ahead record
+ * and must precede the account, so neither can ride with it (a crash in between leaves a lease for credentials never
+ * handed out, and no event). A store that refuses the event is logged: failing the request for it would make the
+ * pipeline forget the lease of an account that exists.
+ */
+function credsEvent(engine: Engine, name: string): (type: 'ldap/creds-create' | 'ldap/creds-create-fail', error?: string) => Promise<void> {
+  return (type, error) => engine.storage.commit([engine.ctx.system.event(type, {
+    modified: error === undefined ? 'true' : 'false', operation: 'read', path: `creds/${name}`, name, ...(error === undefined ? {} : { error }),
+  })]).catch((err: unknown) => engine.ctx.logger.warn({ role: name, event: type, err: (err as Error).message }, 'a credential event could not be recorded'));
 }
 
 async function create(client: Pick<LdapClient, 'executeLdif'>, creation: LdifRecord[], rollback: LdifRecord[], ctx: { role: string; password: string; logger: Logger }): Promise<void> {
