@@ -75,12 +75,13 @@ describe('POST cloud/config: automated rotation of the root client secret', () =
     const first = await rootRotated(passwords, undefined);
     expect(passwords()).toEqual(['ci-pipeline', first]);
     expect(await tokenWorks(world, root.appId, root.clientSecret)).toBe(false);
-    expect((await readBack(s)).next_rotation).toBe(new Date(t0 + 2 * HOUR).toISOString());
+    // The switch is recorded after the old secret is removed (a moment later): awaited, not read once.
+    await vi.waitFor(async () => expect((await readBack(s)).next_rotation).toBe(new Date(t0 + 2 * HOUR).toISOString()), { timeout: 5000 });
 
     await clock.advance(HOUR);
     const second = await rootRotated(passwords, first);
     expect(passwords()).toEqual(['ci-pipeline', second]);
-    expect(await scheduled(s, 'success')).toBe(2);
+    await vi.waitFor(async () => expect(await scheduled(s, 'success')).toBe(2), { timeout: 5000 });
     // The engine works with the secret only it knows.
     expect((await s.request('POST', 'cloud/roles/after', { body: { application_object_id: seedApp(world.emu.state, { displayName: 'target' }).objectId, ttl: '1h' } })).status).toBe(204);
     expect((await s.request('GET', 'cloud/creds/after')).status).toBe(200);

@@ -77,9 +77,9 @@ export async function writeConfig(storage: StorageView, config: CloudConfig, alo
   await storage.transaction([{ type: 'put', key: CONFIG_KEY, value: jsonBytes(configSchema.parse(config)) }], [], alongside);
 }
 
-/** Writes the config only over `expected` (the bytes read) and while `fence` holds: leader work. False when not. */
-export async function writeConfigGuarded(storage: StorageView, config: CloudConfig, expected: Buffer | undefined, fence: PreparedWrite, event?: PreparedWrite): Promise<boolean> {
-  return storage.transaction([{ type: 'put', key: CONFIG_KEY, value: jsonBytes(configSchema.parse(config)) }], [{ key: CONFIG_KEY, expected }], event ? [fence, event] : [fence]);
+/** Writes the config only over `expected` (the bytes read), with `alongside` (a fence for leader work, an event). False when not. */
+export async function writeConfigGuarded(storage: StorageView, config: CloudConfig, expected: Buffer | undefined, alongside: PreparedWrite[]): Promise<boolean> {
+  return storage.transaction([{ type: 'put', key: CONFIG_KEY, value: jsonBytes(configSchema.parse(config)) }], [{ key: CONFIG_KEY, expected }], alongside);
 }
 
 async function deleteConfig(storage: StorageView, event: PreparedWrite): Promise<void> {

@@ -114,7 +114,7 @@ export class RootRotation {
         const added = await graph.addApplicationPassword(app.id, { displayName, endDateTime: expiration });
         pending = { client_secret: added.secretText, key_id: added.keyId, display_name: displayName, expiration: added.endDateTime, previous_key_id: previousKeyId, app_object_id: app.id };
         if (!scheduled) await writeConfig(e.storage, { ...stored, pending_root: pending });
-        else if (!(await writeConfigGuarded(e.storage, { ...stored, pending_root: pending }, snapshot?.raw, e.system.fence()))) {
+        else if (!(await writeConfigGuarded(e.storage, { ...stored, pending_root: pending }, snapshot?.raw, [e.system.fence()]))) {
           // No longer the leader, or the config changed meanwhile: the password added is taken away again.
           await e.wal.compensate(walId, e.clientsFor(config));
           return undefined;
@@ -152,7 +152,7 @@ export class RootRotation {
         if (!snapshot) return;
         const next = failedState(snapshot.config, e.clock.now(), message, this.#opts.backoff ?? DEFAULT_ROOT_BACKOFF);
         const event = cloudEvent(e.system, 'rotate-root-fail', { operation: 'periodic', path: 'rotate-root', error: message, attempts: next.root_rotation_failures });
-        if ((await writeConfigGuarded(e.storage, next, snapshot.raw, e.system.fence(), event)) || !e.system.leading()) return;
+        if ((await writeConfigGuarded(e.storage, next, snapshot.raw, [e.system.fence(), event])) || !e.system.leading()) return;
       }
     });
   }
@@ -178,10 +178,18 @@ export class RootRotation {
         throw new UpstreamError(`the new root password works but the previous one could not be removed (will be retried by the next rotate-root): ${(err as Error).message}`);
       }
     }
-    await writeConfig(e.storage, {
-      ...rotatedState(stored, e.clock.now()), client_secret: pending.client_secret, client_secret_key_id: pending.key_id,
-      root_password_expiration_date: pending.expiration, pending_root: null,
-    }, [cloudEvent(e.system, 'rotate-root', { operation: background ? 'periodic' : 'update', path: 'rotate-root' })]);
+    // Recorded over the config as it is now while this switch is still pending there: another node finishing the same
+    // switch (a leader resuming it) records it once, with its event, and the other records nothing. A config written
+    // meanwhile on another node is kept (read again, a few times; past them the leader's resume records the switch).
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const current = await readConfigSnapshot(e.storage);
+      if (current?.config.pending_root?.key_id !== pending.key_id) break;
+      const recorded = await writeConfigGuarded(e.storage, {
+        ...rotatedState(current.config, e.clock.now()), client_secret: pending.client_secret, client_secret_key_id: pending.key_id,
+        root_password_expiration_date: pending.expiration, pending_root: null,
+      }, current.raw, [cloudEvent(e.system, 'rotate-root', { operation: background ? 'periodic' : 'update', path: 'rotate-root' })]);
+      if (recorded) break;
+    }
     e.invalidate();
     // The next automated rotation counts from this one (a no-op off the leader, or inside the timer's own run).
     void this.#timer.refresh();
