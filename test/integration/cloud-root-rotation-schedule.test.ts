@@ -116,7 +116,7 @@ describe('POST cloud/config: automated rotation of the root client secret', () =
     const inside = await server({ clock, storage: 'sqlite', dataDir, unsealKey });
     const rotated = await rootRotated(passwords, undefined, clock);
     expect(passwords()).toEqual(['ci-pipeline', rotated]);
-    expect((await readBack(inside)).next_rotation).toBe(new Date(saturday2am + 14 * 24 * HOUR).toISOString());
+    await vi.waitFor(async () => expect((await readBack(inside)).next_rotation).toBe(new Date(saturday2am + 14 * 24 * HOUR).toISOString()), { timeout: 5000 });
   });
 
   it('"a failure shows in the config read and the metric, then recovers" (the emulator refuses addPassword once)', async () => {
@@ -141,7 +141,7 @@ describe('POST cloud/config: automated rotation of the root client secret', () =
     const rotated = await rootRotated(passwords, undefined);
     expect(passwords()).toEqual(['ci-pipeline', rotated]);
     await vi.waitFor(async () => expect((await readBack(s)).last_rotation_error).toBeUndefined(), { timeout: 5000 });
-    expect(await scheduled(s, 'success')).toBe(1);
+    await vi.waitFor(async () => expect(await scheduled(s, 'success')).toBe(1), { timeout: 5000 });
   });
 
   it('"a config write that does not touch these fields keeps them"; disable_automated_rotation leaves only rotate-root', async () => {
