@@ -16,7 +16,7 @@
  */
 import { ConflictError, ThrottledError } from '../../core/errors.ts';
 import type { StorageCondition, StorageOp } from '../../core/storage/types.ts';
-import type { StorageView } from '../../core/storage/view.ts';
+import type { PreparedWrite, StorageView } from '../../core/storage/view.ts';
 import type { LdapEngine } from './engine.ts';
 import { accountRecord, readAccount, readLibrarySet, unchangedAccount, type AccountSnapshot } from './library-store.ts';
 
@@ -103,16 +103,46 @@ export async function countWaiters(storage: StorageView, set: string): Promise<n
 
 type Engine = Pick<LdapEngine, 'ctx' | 'storage' | 'options'>;
 
+/** An account as the commit that frees it leaves it. */
+export interface FreedAccount {
+  name: string;
+  dn: string;
+  password: string;
+}
+
+/**
+ * A waiter of this node that can be lent an account in the very commit that frees it (library-lend.ts): the loan's
+ * record, the writes beside it (its queue entry's removal) and the waiter's lease and event, or undefined when it
+ * cannot take one now (its client is gone).
+ */
+export type DirectLoan = (account: FreedAccount) => { record: StorageOp; ops: StorageOp[]; alongside: PreparedWrite[] } | undefined;
+
+/** The waiter a freeing commit gives its account to: by a loan in that commit when it can, else by a reservation. */
+export interface Heir {
+  id: string;
+  direct?: DirectLoan;
+}
+
+/** What a waiter is given: an account reserved for it, to lend itself; or a loan already committed for it. */
+export type Grant = { reserved: Member; lent?: undefined } | { lent: FreedAccount; reserved?: undefined };
+
 /** A waiter of this node that has an account in hand (given, or being lent). */
 const holdsLocally = (local: LocalWaiter | undefined): boolean => local !== undefined && (local.granted !== undefined || local.busy === true);
 
 interface LocalWaiter {
-  /** Set while the check-out awaits `next`; resolves it with the account reserved for it (undefined: its entry is gone). */
-  wake?: (account: Member | undefined) => void;
-  /** An account reserved for it that it has not taken yet, as the reservation left it. */
-  granted?: Member;
+  /** Set while the check-out awaits `next`; resolves it with what it was given (undefined: its entry is gone). */
+  wake?: (grant: Grant | undefined) => void;
+  /** What it was given and has not taken yet. */
+  granted?: Grant;
   /** Trying to lend what `next` gave it: no other account is reserved for it meanwhile. */
   busy?: boolean;
+  /** How it can be lent an account in the freeing commit, when it can. */
+  direct?: DirectLoan;
+  /**
+   * Its wait ended (deadline, client gone) while a commit was handing it an account: it stays until that commit
+   * settles, so a loan made for it is never left behind by a waiter that already answered.
+   */
+  ending?: boolean;
 }
 
 /** Grants and waits of one mount's library sets on this node. */
@@ -215,6 +245,12 @@ export class LibraryQueue {
     throw new ConflictError(`too many check-outs were queueing on library set "${set}" at once; retry the request`);
   }
 
+  /** From now on, `waiter` (of this node) can be lent an account in the commit that frees it. */
+  lendDirectly(set: string, waiter: Waiter, direct: DirectLoan): void {
+    const local = this.#local.get(set)?.get(waiter.id);
+    if (local) local.direct = direct;
+  }
+
   /** The writes that take a waiter off the queue when it is served: its entry goes with its loan. */
   served(set: string, waiter: Waiter): { ops: StorageOp[]; conditions: StorageCondition[] } {
     const key = queueFolder(set) + waiter.id;
@@ -248,7 +284,7 @@ export class LibraryQueue {
    * Waits until an account is reserved for `waiter` and resolves with its name; undefined once `timeoutMs` has passed,
    * `signal` aborted, or the waiter's entry was dropped (judged stale by another node).
    */
-  next(set: string, waiter: Waiter, timeoutMs: number, signal: AbortSignal | undefined): Promise<Member | undefined> {
+  next(set: string, waiter: Waiter, timeoutMs: number, signal: AbortSignal | undefined): Promise<Grant | undefined> {
     const local = this.#local.get(set)?.get(waiter.id);
     if (!local || timeoutMs <= 0 || signal?.aborted) return Promise.resolve(undefined);
     local.busy = false;
@@ -259,15 +295,18 @@ export class LibraryQueue {
       return Promise.resolve(granted);
     }
     return new Promise((resolve) => {
-      const finish = (account: Member | undefined) => {
+      const finish = (grant: Grant | undefined) => {
         clearTimeout(timer);
         signal?.removeEventListener('abort', aborted);
         local.wake = undefined;
         local.granted = undefined;
-        local.busy = account !== undefined;
-        resolve(account);
+        local.busy = grant !== undefined;
+        resolve(grant);
       };
-      const aborted = () => finish(undefined);
+      const aborted = () => {
+        if (this.#handing.has(waiter.id)) local.ending = true;
+        else finish(undefined);
+      };
       const timer = setTimeout(aborted, timeoutMs);
       signal?.addEventListener('abort', aborted, { once: true });
       local.wake = finish;
@@ -281,28 +320,35 @@ export class LibraryQueue {
    * the check-in's path): a waiter of another node may then get two accounts at once; it takes one, and the
    * other's reservation is void as soon as it is served (its node's pump hands it on).
    */
-  async headFor(set: string): Promise<string | undefined> {
+  async headFor(set: string): Promise<Heir | undefined> {
     const view = await this.view(set);
     const local = this.#local.get(set);
     const head = view.live.find((w) => !this.#handing.has(w.id) && !holdsLocally(local?.get(w.id)));
-    if (head) this.#handing.add(head.id);
-    return head?.id;
+    if (!head) return undefined;
+    this.#handing.add(head.id);
+    const waiter = local?.get(head.id);
+    return { id: head.id, direct: waiter?.ending ? undefined : waiter?.direct };
   }
 
-  /** After the commit that reserved an account for waiter `id`: `freed` is the record that commit wrote. */
-  handed(set: string, id: string | undefined, freed: Member | undefined): void {
-    if (id === undefined) return;
-    this.#handing.delete(id);
-    const local = this.#local.get(set)?.get(id);
-    // A waiter of this node takes it from the record as written, without reading anything (a stale one fails its
-    // compare-and-set, and the waiter looks again).
-    if (local && freed) this.#give(local, freed);
-    else this.#wakeHolder(set, id);
+  /**
+   * After the commit that gave an account to `heir` settled: `grant` is what it committed (a loan for the waiter, or
+   * the record reserving the account for it), undefined when it did not land.
+   */
+  handed(set: string, heir: Heir | undefined, grant: Grant | undefined): void {
+    if (heir === undefined) return;
+    this.#handing.delete(heir.id);
+    const local = this.#local.get(set)?.get(heir.id);
+    // A waiter of this node takes it as written, without reading anything.
+    // A waiter whose wait ended meanwhile still takes a loan made for it (its check-out then answers, or gives it
+    // back when its client is gone), but not a reservation: that is void once it leaves.
+    if (local && grant && (grant.lent || !local.ending)) this.#give(local, grant);
+    else if (local?.ending) local.wake?.(undefined);
+    else this.#wakeHolder(set, heir.id);
   }
 
-  #give(local: LocalWaiter, account: Member): void {
-    if (local.wake) local.wake(account);
-    else local.granted = account;
+  #give(local: LocalWaiter, grant: Grant): void {
+    if (local.wake) local.wake(grant);
+    else local.granted = grant;
   }
 
   /** The node of waiter `id` looks now: this one at once, another through a signal. */
@@ -380,8 +426,12 @@ export class LibraryQueue {
     for (const [id, local] of waiters) {
       const account = held.get(id);
       if (account !== undefined) {
-        if (!local.busy) this.#give(local, account);
-      } else if (!view.liveIds.has(id) && parseWaiter(id)!.ticket < view.next) local.wake?.(undefined);
+        if (!local.busy) this.#give(local, { reserved: account });
+      } else if (!view.liveIds.has(id) && parseWaiter(id)!.ticket < view.next && !this.#handing.has(id)) {
+        // Its entry is gone (judged stale by another node) — unless a commit is lending it an account, which removes
+        // the entry with the loan before that commit's caller hands it over.
+        local.wake?.(undefined);
+      }
     }
   }
 }
