@@ -31,7 +31,7 @@ const LOCAL_POLL_MS = 1000;
 
 export const CHECKOUT_SECRET_TYPE = 'ldap_library_checkout';
 
-type Engine = Pick<LdapEngine, 'ctx' | 'storage' | 'clock' | 'connections' | 'locks' | 'options'>;
+type Engine = Pick<LdapEngine, 'ctx' | 'storage' | 'clock' | 'connections' | 'locks' | 'options' | 'libraryWaiters'>;
 
 /** Set names are lower-cased on every path, as in Vault. */
 export const setName = (req: Pick<BackendRequest, 'params'>): string => req.params.name!.toLowerCase();
@@ -242,6 +242,7 @@ export function libraryCheckoutPart(engine: Engine): LdapEnginePart {
   const { storage } = engine;
 
   const queue = new LibraryQueue(engine, engine.ctx.system.shared ? SHARED_POLL_MS : LOCAL_POLL_MS);
+  engine.libraryWaiters = (set) => queue.waiting(set);
   const checkOut = libraryLender(engine, queue);
   const checkInReturned = async (account: string, accept: (a: LentAccount) => boolean): Promise<boolean> => checkInAccount(engine, account, accept, queue);
 
