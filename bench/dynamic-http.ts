@@ -3,7 +3,8 @@
  * child of servers.ts, beside the floor (bench/dynamic-floor.ts: a bare Fastify process doing the same directory
  * operations and commits and nothing else) driven by the same client, rounds alternating. Both are judged by cycles/s
  * and by server CPU per cycle from /proc, by thread (main: HTTP and our code; the SQLite writer; V8's GC helpers).
- * BENCH_CPU_PROF=<dir>: a CPU profile of our server child.
+ * BENCH_CPU_PROF=<dir>: CPU profiles of both children (<dir>/ours, <dir>/floor; one file a thread), and the cycles each
+ * ran while profiled (warm-up included), so `node bench/cpu-profile.ts <file> <cycles>` gives µs per cycle per function.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -17,6 +18,7 @@ const ROUNDS = 3;
 
 interface Round {
   perSecond: number;
+  cycles: number;
   errors: number;
   firstError?: string;
   /** Server CPU per cycle in µs, all threads and by thread name. */
@@ -46,7 +48,7 @@ async function cycles(pid: number, seconds: number, cycle: () => Promise<void>):
   const perCycle = (a = 0, b = 0) => ((a - b) / Math.max(1, done)) * 1e6;
   const byThread: Record<string, number> = {};
   for (const [name, used] of Object.entries(after?.byName ?? {})) byThread[name] = perCycle(used, before?.byName[name]);
-  return { perSecond: done / ((performance.now() - started) / 1000), errors, firstError, cpuUs: perCycle(after?.all, before?.all), byThread };
+  return { perSecond: done / ((performance.now() - started) / 1000), cycles: done, errors, firstError, cpuUs: perCycle(after?.all, before?.all), byThread };
 }
 
 async function call(url: string, method: 'GET' | 'POST', token: string | undefined, body?: unknown): Promise<any> {
@@ -62,12 +64,13 @@ export async function benchDynamicHttp(ou: IsolatedOu, config: Record<string, un
   const procs: Array<Awaited<ReturnType<typeof child>>> = [];
   try {
     const profileDir = process.env.BENCH_CPU_PROF;
+    const profiled = (name: string) => (profileDir ? ['--cpu-prof', `--cpu-prof-dir=${join(profileDir, name)}`] : []);
     const ours = await child(SERVERS, ['ldap', dir], { BENCH_LDAP: JSON.stringify({ config, role: { username: ou.serviceAccounts[0]!.name, rotation_period: '24h' }, dynamicRole: role }) },
-      profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []);
+      profiled('ours'));
     procs.push(ours);
     const floor = await child(SERVERS, ['dynamic-floor', dir], {
       BENCH_FLOOR: JSON.stringify({ url: config.url, binddn: config.binddn, bindpass: config.bindpass, usersDn: ou.usersDn, groupDn: ou.groupDn }),
-    });
+    }, profiled('floor'));
     procs.push(floor);
     const oursCycle = async () => {
       const creds = await call(`${ours.info.url}/v1/ldap/creds/bench`, 'GET', 'root');
@@ -80,8 +83,7 @@ export async function benchDynamicHttp(ou: IsolatedOu, config: Record<string, un
     const a: Round[] = [];
     const b: Round[] = [];
     // Warm-up: a fresh process runs unoptimised code for a while.
-    await cycles(ours.proc.pid!, 1, oursCycle);
-    await cycles(floor.proc.pid!, 1, floorCycle);
+    const warm = [await cycles(ours.proc.pid!, 1, oursCycle), await cycles(floor.proc.pid!, 1, floorCycle)];
     for (let i = 0; i < ROUNDS; i++) {
       const pair = async () => [a.push(await cycles(ours.proc.pid!, seconds, oursCycle)), b.push(await cycles(floor.proc.pid!, seconds, floorCycle))];
       if (i % 2 === 0) await pair();
@@ -101,14 +103,16 @@ export async function benchDynamicHttp(ou: IsolatedOu, config: Record<string, un
         `server CPU ${fmt(c.cpuUs)} µs/cycle median (${threads}); spread over ${ROUNDS} rounds: throughput ${fmt(spread(rs.map((x) => x.perSecond)) * 100)}%, CPU ${fmt(spread(rs.map((x) => x.cpuUs)) * 100)}%`;
     };
     const r = ratio(best(a).perSecond, best(b).perSecond);
+    const ran = (w: Round, rs: Round[]) => [w, ...rs].reduce((n, x) => n + x.cycles, 0);
     return [
+      ...(profileDir ? [`dynamic over HTTP: profiled cycles (warm-up included): ours ${ran(warm[0]!, a)}, floor ${ran(warm[1]!, b)}`] : []),
       line(`creds + sys/leases/revoke, ${WORKERS} workers`, a),
       line('floor: bare Fastify, same directory ops + 3 commits', b),
       `dynamic over HTTP: ${fmt(r, 2)}x the floor by throughput (target >= 0.80x) ${r >= 0.8 ? 'OK' : 'BELOW TARGET'}; ` +
         `${fmt(ratio(medianCpu(a).cpuUs, medianCpu(b).cpuUs), 2)}x its server CPU per cycle`,
     ];
   } finally {
-    for (const c of procs) await stop(c.proc, c === procs[0] && process.env.BENCH_CPU_PROF ? 'SIGINT' : 'SIGTERM');
+    for (const c of procs) await stop(c.proc, process.env.BENCH_CPU_PROF ? 'SIGINT' : 'SIGTERM');
     rmSync(dir, { recursive: true, force: true });
   }
 }

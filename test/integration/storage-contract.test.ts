@@ -180,6 +180,24 @@ describe.each(backends)('Storage contract (%s)', (_name, open) => {
     expect(new Set((await s.log.read(0, 1000)).map((r) => text(r.value))).size).toBe(60);
   });
 
+  it('"stats count every committed record, asked before, between and after appends, a refused guarded write and trims"', async () => {
+    const s = await make();
+    const count = async () => (await s.log.stats()).count;
+    expect(await count()).toBe(0);
+    await s.transaction([append('a'), append('b')]);
+    expect(await count()).toBe(2);
+    expect(await s.transaction([...puts(['g']), append('lost')], [{ key: 'g', expected: b('other') }])).toBe(false);
+    // Asked while those are committing: whatever it answers then, the count once they landed includes each once.
+    const landing = Promise.all(Array.from({ length: 10 }, (_, i) => s.transaction([append(`c${i}`)])));
+    expect(await count()).toBeLessThanOrEqual(12);
+    await landing;
+    expect(await count()).toBe(12);
+    expect(await s.log.trim(0, 5)).toBe(7);
+    expect(await count()).toBe(5);
+    await s.transaction([append('after')]);
+    expect(await s.log.stats()).toEqual({ count: 6, last: 13 });
+  });
+
   it('"trim drops records older than the cut-off and all but the newest `keep`; sequences are never reused"', async () => {
     const s = await make();
     for (let i = 0; i < 5; i++) await s.transaction([append(`e${i}`)]);
