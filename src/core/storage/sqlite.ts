@@ -59,6 +59,7 @@ export class SqliteStorage implements Storage {
    */
   #eventCount: number | undefined;
   readonly #countStmt: StatementSync;
+  readonly #lastStmt: StatementSync;
 
   constructor(path: string) {
     privateDir(dirname(path));
@@ -81,6 +82,7 @@ export class SqliteStorage implements Storage {
     this.#getStmt = this.#db.prepare('SELECT value FROM kv WHERE key = ?');
     this.#rangeStmt = this.#db.prepare('SELECT key FROM kv WHERE key >= ? AND key < ? ORDER BY key LIMIT 1000');
     this.#countStmt = this.#db.prepare('SELECT count(*) AS count FROM events');
+    this.#lastStmt = this.#db.prepare("SELECT seq FROM sqlite_sequence WHERE name = 'events'");
     this.#writer = new Worker(new URL('./sqlite-writer.ts', import.meta.url), { workerData: { path } });
     // Referenced only while a commit is outstanding: an idle store never keeps the process alive.
     this.#writer.unref();
@@ -144,7 +146,7 @@ export class SqliteStorage implements Storage {
       await this.#drain();
       // Nothing is in flight here, so the count is exact, and each commit's appends keep it so (see #committed).
       const count = (this.#eventCount ??= Number((this.#countStmt.get() as { count: number }).count));
-      const last = this.#db.prepare("SELECT seq FROM sqlite_sequence WHERE name = 'events'").get() as { seq: number } | undefined;
+      const last = this.#lastStmt.get() as { seq: number } | undefined;
       return { count, last: Number(last?.seq ?? 0) };
     },
   };

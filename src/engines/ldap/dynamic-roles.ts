@@ -32,13 +32,19 @@ export type DynamicRole = z.infer<typeof dynamicRoleSchema>;
 /** Same grammar as Vault's role names: word characters at both ends, `-` `.` `/` inside. */
 export const DYNAMIC_ROLE_NAME = String.raw`\w(?:[\w./-]*\w)?`;
 
-const roleKey = (name: string) => `role/${name}`;
+export const dynamicRoleKey = (name: string) => `role/${name}`;
+const roleKey = dynamicRoleKey;
 
 /** Names are lower-cased on every path (Vault stores dynamic roles under the raw name and then cannot find them). */
 export const roleName = (req: Pick<BackendRequest, 'params'>): string => req.params.name!.toLowerCase();
 
 export async function readDynamicRole(storage: StorageView, name: string): Promise<DynamicRole | undefined> {
   return storage.getJson(roleKey(name), (raw) => dynamicRoleSchema.parse(raw));
+}
+
+/** A role from the bytes stored under its key. */
+export function parseDynamicRole(raw: Buffer): DynamicRole {
+  return dynamicRoleSchema.parse(JSON.parse(raw.toString('utf8')));
 }
 
 async function writeDynamicRole(storage: StorageView, name: string, role: DynamicRole, event: PreparedWrite): Promise<void> {
