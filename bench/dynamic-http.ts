@@ -24,9 +24,17 @@ interface Round {
   /** Server CPU per cycle in µs, all threads and by thread name. */
   cpuUs: number;
   byThread: Record<string, number>;
+  /** Median latency of each call of a cycle, ms. */
+  issueMs: number;
+  revokeMs: number;
 }
 
-async function cycles(pid: number, seconds: number, cycle: () => Promise<void>): Promise<Round> {
+/** A cycle's two calls, each timed into the round's lists (ms). */
+type Cycle = (issue: number[], revoke: number[]) => Promise<void>;
+
+async function cycles(pid: number, seconds: number, cycle: Cycle): Promise<Round> {
+  const issue: number[] = [];
+  const revoke: number[] = [];
   const before = processCpu(pid);
   const started = performance.now();
   const deadline = started + seconds * 1000;
@@ -36,7 +44,7 @@ async function cycles(pid: number, seconds: number, cycle: () => Promise<void>):
   await Promise.all(Array.from({ length: WORKERS }, async () => {
     while (performance.now() < deadline) {
       try {
-        await cycle();
+        await cycle(issue, revoke);
         done++;
       } catch (err) {
         errors++;
@@ -48,7 +56,15 @@ async function cycles(pid: number, seconds: number, cycle: () => Promise<void>):
   const perCycle = (a = 0, b = 0) => ((a - b) / Math.max(1, done)) * 1e6;
   const byThread: Record<string, number> = {};
   for (const [name, used] of Object.entries(after?.byName ?? {})) byThread[name] = perCycle(used, before?.byName[name]);
-  return { perSecond: done / ((performance.now() - started) / 1000), cycles: done, errors, firstError, cpuUs: perCycle(after?.all, before?.all), byThread };
+  const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)] ?? 0;
+  return { perSecond: done / ((performance.now() - started) / 1000), cycles: done, errors, firstError, cpuUs: perCycle(after?.all, before?.all), byThread, issueMs: median(issue), revokeMs: median(revoke) };
+}
+
+async function timed<T>(list: number[], call: Promise<T>): Promise<T> {
+  const started = performance.now();
+  const result = await call;
+  list.push(performance.now() - started);
+  return result;
 }
 
 async function call(url: string, method: 'GET' | 'POST', token: string | undefined, body?: unknown): Promise<any> {
@@ -72,13 +88,13 @@ export async function benchDynamicHttp(ou: IsolatedOu, config: Record<string, un
       BENCH_FLOOR: JSON.stringify({ url: config.url, binddn: config.binddn, bindpass: config.bindpass, usersDn: ou.usersDn, groupDn: ou.groupDn }),
     }, profiled('floor'));
     procs.push(floor);
-    const oursCycle = async () => {
-      const creds = await call(`${ours.info.url}/v1/ldap/creds/bench`, 'GET', 'root');
-      await call(`${ours.info.url}/v1/sys/leases/revoke`, 'POST', 'root', { lease_id: creds.lease_id });
+    const oursCycle = async (issue: number[], revoke: number[]) => {
+      const creds = await timed(issue, call(`${ours.info.url}/v1/ldap/creds/bench`, 'GET', 'root'));
+      await timed(revoke, call(`${ours.info.url}/v1/sys/leases/revoke`, 'POST', 'root', { lease_id: creds.lease_id }));
     };
-    const floorCycle = async () => {
-      const creds = await call(`${floor.info.url}/v1/creds`, 'GET', undefined);
-      await call(`${floor.info.url}/v1/revoke`, 'POST', undefined, { lease_id: creds.lease_id });
+    const floorCycle = async (issue: number[], revoke: number[]) => {
+      const creds = await timed(issue, call(`${floor.info.url}/v1/creds`, 'GET', undefined));
+      await timed(revoke, call(`${floor.info.url}/v1/revoke`, 'POST', undefined, { lease_id: creds.lease_id }));
     };
     const a: Round[] = [];
     const b: Round[] = [];
@@ -100,7 +116,7 @@ export async function benchDynamicHttp(ou: IsolatedOu, config: Record<string, un
       const c = medianCpu(rs);
       const threads = Object.entries(c.byThread).filter(([, us]) => us >= 1).sort((x, y) => y[1] - x[1]).map(([n, us]) => `${n} ${fmt(us)}`).join(', ');
       return `dynamic over HTTP: ${label.padEnd(44)} ${fmt(r.perSecond)} cycles/s best (errors ${rs.reduce((n, x) => n + x.errors, 0)}${r.firstError ? `: ${r.firstError.slice(0, 160)}` : ''}); ` +
-        `server CPU ${fmt(c.cpuUs)} µs/cycle median (${threads}); spread over ${ROUNDS} rounds: throughput ${fmt(spread(rs.map((x) => x.perSecond)) * 100)}%, CPU ${fmt(spread(rs.map((x) => x.cpuUs)) * 100)}%`;
+        `server CPU ${fmt(c.cpuUs)} µs/cycle median (${threads}); latency of that round: issue ${fmt(c.issueMs, 1)} ms, revoke ${fmt(c.revokeMs, 1)} ms (medians); spread over ${ROUNDS} rounds: throughput ${fmt(spread(rs.map((x) => x.perSecond)) * 100)}%, CPU ${fmt(spread(rs.map((x) => x.cpuUs)) * 100)}%`;
     };
     const r = ratio(best(a).perSecond, best(b).perSecond);
     const ran = (w: Round, rs: Round[]) => [w, ...rs].reduce((n, x) => n + x.cycles, 0);

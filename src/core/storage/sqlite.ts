@@ -52,12 +52,12 @@ export class SqliteStorage implements Storage {
   #overlay = new Map<string, Buffer | null>();
   #scheduled = false;
   /**
-   * Records in the event log, counted once and then kept by this process's commits (it is the log's only writer): a
-   * `count(*)` reads every page of the table, and the event feed asks after each commit that carries an event
-   * (measured: ~1 ms per dynamic credential cycle with a few thousand records). Undefined until counted, and again
-   * after a trim.
+   * The event log's record count and highest sequence, read once and then kept by this process's commits (it is the
+   * log's only writer; the writer thread reports the sequences it assigned): a `count(*)` reads every page of the
+   * table, and the event feed asks after each commit that carries an event (measured: ~1 ms of a dynamic credential
+   * cycle with a few thousand records). Undefined until read; the count again after a trim.
    */
-  #eventCount: number | undefined;
+  #events: { count: number | undefined; last: number } | undefined;
   readonly #countStmt: StatementSync;
   readonly #lastStmt: StatementSync;
 
@@ -144,10 +144,10 @@ export class SqliteStorage implements Storage {
     },
     stats: async () => {
       await this.#drain();
-      // Nothing is in flight here, so the count is exact, and each commit's appends keep it so (see #committed).
-      const count = (this.#eventCount ??= Number((this.#countStmt.get() as { count: number }).count));
-      const last = this.#lastStmt.get() as { seq: number } | undefined;
-      return { count, last: Number(last?.seq ?? 0) };
+      // Nothing is in flight here, so what is read is exact, and each commit keeps it so (see #committed).
+      const events = (this.#events ??= { count: undefined, last: Number((this.#lastStmt.get() as { seq: number } | undefined)?.seq ?? 0) });
+      events.count ??= Number((this.#countStmt.get() as { count: number }).count);
+      return { count: events.count, last: events.last };
     },
   };
 
@@ -227,11 +227,13 @@ export class SqliteStorage implements Storage {
         continue;
       }
       const outcomes = reply.outcomes[i]!;
+      const events = this.#events;
+      if (events && reply.last !== undefined) events.last = Math.max(events.last, reply.last);
       flight.batch.forEach((p, j) => {
-        if (p.trim) this.#eventCount = undefined;
+        if (p.trim && events) events.count = undefined;
         for (const op of p.ops) {
           if (!isKeyOp(op)) {
-            if (outcomes[j] && this.#eventCount !== undefined) this.#eventCount++;
+            if (outcomes[j] && events?.count !== undefined) events.count++;
             continue;
           }
           // Only keys already cached are refreshed: caching every written value (4 per login) kept churning
@@ -262,7 +264,7 @@ export class SqliteStorage implements Storage {
     this.#queue = [];
     this.#overlay.clear();
     this.#cache.clear();
-    this.#eventCount = undefined;
+    this.#events = undefined;
     for (const p of pending) p.reject(err);
     for (const resolve of this.#drained.splice(0)) resolve();
     for (const listener of this.#failureListeners.splice(0)) listener(err);
