@@ -62,9 +62,10 @@ function failure(primary: LdifExecResult, messages: string[]): StrongroomError {
  * when one names the bind account. The deletion LDIF is kept as text for the lease.
  */
 function renderAll(prepared: PreparedRole, data: LdifTemplateData, bind: AccountIdentity) {
+  const passed = new Set<string>();
   const render = (field: LdifField, template: Template) => {
     const rendered = renderLdifTemplate(field, template, data);
-    checkRecordDns(field, rendered.records, bind);
+    checkRecordDns(field, rendered.records, bind, passed);
     return rendered;
   };
   return {

@@ -95,13 +95,18 @@ export function sampleLdifData(role: string, nowMs: number): LdifTemplateData {
  * Every record's DN must be a DN (one the engine cannot read, it cannot compare), and none may name the engine's
  * own bind account (accounts.ts, refuseBindAccount) when that is known. DNs are rendered, so this runs on the
  * sample at role write and again on the real data at each credential request, where a template such as
- * `cn={{.Username}}` may come out differently.
+ * `cn={{.Username}}` may come out differently. `passed`, when given, holds the DNs already checked against the same
+ * bind account, and gets those this call checks.
  */
-export function checkRecordDns(field: LdifField, records: readonly LdifRecord[], bind: AccountIdentity | undefined): void {
+export function checkRecordDns(field: LdifField, records: readonly LdifRecord[], bind: AccountIdentity | undefined, passed?: Set<string>): void {
   for (const record of records) {
+    // The check is a function of the DN and the bind account alone: one that passed for another record passes again
+    // (a credential request's LDIFs name the account's DN in each of its three templates).
+    if (passed?.has(record.dn)) continue;
     const subject = `invalid value for field "${field}": the record at line ${record.line}`;
     if (!isValidDn(record.dn)) throw new BadRequestError(`${subject} has a DN that is not valid (RFC 4514)`);
     if (bind) refuseBindAccount(bind, { dn: record.dn }, subject);
+    passed?.add(record.dn);
   }
 }
 
