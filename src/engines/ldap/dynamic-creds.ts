@@ -27,7 +27,11 @@ const leaseInternalSchema = z.object({
 });
 type LeaseInternal = z.infer<typeof leaseInternalSchema>;
 
+/** Internal data this process built at issue: a lease read back as registered (leases.ts #recent) carries the very object. */
+const built = new WeakSet<object>();
+
 function parseLeaseInternal(lease: LeaseView): LeaseInternal {
+  if (built.has(lease.internal)) return lease.internal as LeaseInternal;
   const parsed = leaseInternalSchema.safeParse(lease.internal);
   if (!parsed.success) throw new Error(`lease "${lease.id}" has broken internal data: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
   return parsed.data;
@@ -105,6 +109,7 @@ function credsPaths(engine: Engine, templates: DynamicTemplates, roles: DynamicR
           const data = templateData({ Username: username, Password: password, RoleName: name, DisplayName: displayName }, engine.clock.now(), ttl);
           const { creation, rollback, deletionLdif } = renderAll(prepared, data, await bindAccount());
           const internal: LeaseInternal = { role_name: name, username, distinguished_names: creation.map((r) => r.dn), deletion_ldif: deletionLdif };
+          built.add(internal);
           const secret = { type: DYNAMIC_CREDS_SECRET_TYPE, ttl, maxTtl: role.max_ttl, renewable: true, internal };
 
           // The lease is stored before the account exists: it is the write-ahead record, so a crash after the
