@@ -10,6 +10,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { IsolatedOu } from '../test/support/slapd.ts';
+import { dynamicCosts } from './dynamic-costs.ts';
 import { child, fmt, processCpu, ratio, stop } from './util.ts';
 
 const SERVERS = new URL('./servers.ts', import.meta.url).pathname;
@@ -23,6 +24,8 @@ interface Round {
   firstError?: string;
   /** Server CPU per cycle in µs, all threads and by thread name. */
   cpuUs: number;
+  /** Of which in the kernel (system calls, scheduling), µs per cycle. */
+  systemUs: number;
   byThread: Record<string, number>;
   /** Median latency of each call of a cycle, ms. */
   issueMs: number;
@@ -57,7 +60,7 @@ async function cycles(pid: number, seconds: number, cycle: Cycle): Promise<Round
   const byThread: Record<string, number> = {};
   for (const [name, used] of Object.entries(after?.byName ?? {})) byThread[name] = perCycle(used, before?.byName[name]);
   const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)] ?? 0;
-  return { perSecond: done / ((performance.now() - started) / 1000), cycles: done, errors, firstError, cpuUs: perCycle(after?.all, before?.all), byThread, issueMs: median(issue), revokeMs: median(revoke) };
+  return { perSecond: done / ((performance.now() - started) / 1000), cycles: done, errors, firstError, cpuUs: perCycle(after?.all, before?.all), systemUs: perCycle(after?.system, before?.system), byThread, issueMs: median(issue), revokeMs: median(revoke) };
 }
 
 async function timed<T>(list: number[], call: Promise<T>): Promise<T> {
@@ -116,7 +119,7 @@ export async function benchDynamicHttp(ou: IsolatedOu, config: Record<string, un
       const c = medianCpu(rs);
       const threads = Object.entries(c.byThread).filter(([, us]) => us >= 1).sort((x, y) => y[1] - x[1]).map(([n, us]) => `${n} ${fmt(us)}`).join(', ');
       return `dynamic over HTTP: ${label.padEnd(44)} ${fmt(r.perSecond)} cycles/s best (errors ${rs.reduce((n, x) => n + x.errors, 0)}${r.firstError ? `: ${r.firstError.slice(0, 160)}` : ''}); ` +
-        `server CPU ${fmt(c.cpuUs)} µs/cycle median (${threads}); latency of that round: issue ${fmt(c.issueMs, 1)} ms, revoke ${fmt(c.revokeMs, 1)} ms (medians); spread over ${ROUNDS} rounds: throughput ${fmt(spread(rs.map((x) => x.perSecond)) * 100)}%, CPU ${fmt(spread(rs.map((x) => x.cpuUs)) * 100)}%`;
+        `server CPU ${fmt(c.cpuUs)} µs/cycle median (${threads}; in the kernel ${fmt(c.systemUs)}); latency of that round: issue ${fmt(c.issueMs, 1)} ms, revoke ${fmt(c.revokeMs, 1)} ms (medians); spread over ${ROUNDS} rounds: throughput ${fmt(spread(rs.map((x) => x.perSecond)) * 100)}%, CPU ${fmt(spread(rs.map((x) => x.cpuUs)) * 100)}%`;
     };
     const r = ratio(best(a).perSecond, best(b).perSecond);
     const ran = (w: Round, rs: Round[]) => [w, ...rs].reduce((n, x) => n + x.cycles, 0);
@@ -126,6 +129,7 @@ export async function benchDynamicHttp(ou: IsolatedOu, config: Record<string, un
       line('floor: bare Fastify, same directory ops + 3 commits', b),
       `dynamic over HTTP: ${fmt(r, 2)}x the floor by throughput (target >= 0.80x) ${r >= 0.8 ? 'OK' : 'BELOW TARGET'}; ` +
         `${fmt(ratio(medianCpu(a).cpuUs, medianCpu(b).cpuUs), 2)}x its server CPU per cycle`,
+      ...dynamicCosts(role, String(config.binddn)),
     ];
   } finally {
     for (const c of procs) await stop(c.proc, process.env.BENCH_CPU_PROF ? 'SIGINT' : 'SIGTERM');

@@ -159,6 +159,26 @@ describe.each(backends)('Storage contract (%s)', (_name, open) => {
     await Promise.all(Array.from({ length: 20 }, increment));
     expect(text(await s.get('counter'))).toBe('20');
   });
+  it('"a key read back after writes reads the latest committed value: overwritten, deleted, a refused guarded write, hundreds of other keys between"', async () => {
+    const s = await make();
+    await s.put('k', b('one'));
+    expect(text(await s.get('k'))).toBe('one');
+    await s.put('k', b('two'));
+    expect(text(await s.get('k'))).toBe('two');
+    expect(await s.transaction([{ type: 'put', key: 'k', value: b('refused') }], [{ key: 'k', expected: b('one') }])).toBe(false);
+    expect(text(await s.get('k'))).toBe('two');
+    await Promise.all(Array.from({ length: 600 }, (_, i) => s.put(`other/${i}`, b(String(i)))));
+    expect(text(await s.get('k'))).toBe('two');
+    expect(text(await s.get('other/0'))).toBe('0');
+    await s.delete('k');
+    expect(await s.get('k')).toBeUndefined();
+    await Promise.all(Array.from({ length: 600 }, (_, i) => s.put(`more/${i}`, b(String(i)))));
+    expect(await s.get('k')).toBeUndefined();
+    await s.put('k', b('three'));
+    await s.put('other/0', b('changed'));
+    expect([text(await s.get('k')), text(await s.get('other/0'))]).toEqual(['three', 'changed']);
+  });
+
   const append = (value: string): StorageOp => ({ type: 'append', value: b(value) });
   const logged = async (s: Storage) => (await s.log.read(0, 10_000)).map((r) => [r.seq, text(r.value)]);
 
