@@ -1,5 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { z } from 'zod';
 import type { Logger } from 'pino';
 import type { Clock } from './clock.ts';
@@ -68,7 +68,8 @@ export interface LeaseManagerDeps {
  * bounded by the engine's own timeouts).
  */
 const CLAIM_WAIT_MS = 60_000;
-const leaseKey = (id: string) => createHash('sha256').update(id).digest('hex').slice(0, 32);
+// The one-shot hash: 1.0–1.5 µs a key here, against 2.7–4.0 for a Hash object (four keys a dynamic credential).
+const leaseKey = (id: string) => hash('sha256', id, 'hex').slice(0, 32);
 /** Leases registered lately whose stored bytes are remembered (see LeaseManager #recent). */
 const RECENT_LIMIT = 1024;
 /** An index of the irrevocable leases, so counting them is one listing (leases marked before it existed are not in it). */
