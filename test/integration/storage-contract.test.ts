@@ -177,6 +177,16 @@ describe.each(backends)('Storage contract (%s)', (_name, open) => {
     await s.put('k', b('three'));
     await s.put('other/0', b('changed'));
     expect([text(await s.get('k')), text(await s.get('other/0'))]).toEqual(['three', 'changed']);
+    // A large value replacing a small one just written, and a small one replacing it again.
+    const large = Buffer.alloc(64 * 1024, 'x');
+    for (const key of ['k', 'fresh']) {
+      await s.put(key, b('small'));
+      expect(text(await s.get(key))).toBe('small');
+      await s.put(key, large);
+      expect((await s.get(key))!.equals(large)).toBe(true);
+      await s.put(key, b('small again'));
+      expect(text(await s.get(key))).toBe('small again');
+    }
   });
 
   const append = (value: string): StorageOp => ({ type: 'append', value: b(value) });

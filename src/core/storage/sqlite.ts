@@ -52,10 +52,12 @@ export class SqliteStorage implements Storage {
   /**
    * The values of the latest writes to keys not in `#cache` (null = deleted), exact for the same reason: a record read
    * back soon after it was written (a lease revoked by the CI job that asked for it) costs no SQLite read, and the
-   * barrier finds the plaintext it sealed instead of decrypting. Few, so they die young (see #committed).
+   * barrier finds the plaintext it sealed instead of decrypting. Few and small (a larger value is read from SQLite), so
+   * they die young and hold at most a few MiB (with the plaintexts the barrier keeps beside them).
    */
   readonly #written = new Map<string, Buffer | null>();
   static readonly WRITTEN_LIMIT = 256;
+  static readonly WRITTEN_MAX_BYTES = 16 * 1024;
   #overlay = new Map<string, Buffer | null>();
   #scheduled = false;
   /**
@@ -253,7 +255,8 @@ export class SqliteStorage implements Storage {
             const value = op.type === 'put' ? op.value : null;
             // A key is in at most one of the two, so neither ever holds a value older than the other's.
             if (this.#cache.has(op.key)) this.#remember(op.key, value);
-            else setBounded(this.#written, SqliteStorage.WRITTEN_LIMIT, op.key, value);
+            else if (!value || value.length <= SqliteStorage.WRITTEN_MAX_BYTES) setBounded(this.#written, SqliteStorage.WRITTEN_LIMIT, op.key, value);
+            else this.#written.delete(op.key);
           }
           this.#settleOverlay(op);
         }
