@@ -3,12 +3,14 @@
  * child of servers.ts, beside the floor (bench/dynamic-floor.ts: a bare Fastify process doing the same directory
  * operations and commits and nothing else) driven by the same client, rounds alternating. Both are judged by cycles/s
  * and by server CPU per cycle from /proc, by thread (main: HTTP and our code; the SQLite writer; V8's GC helpers).
- * BENCH_CPU_PROF=<dir>: a CPU profile of our server child.
+ * BENCH_CPU_PROF=<dir>: CPU profiles of both children (<dir>/ours, <dir>/floor; one file a thread), and the cycles each
+ * ran while profiled (warm-up included), so `node bench/cpu-profile.ts <file> <cycles>` gives µs per cycle per function.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { IsolatedOu } from '../test/support/slapd.ts';
+import { dynamicCosts } from './dynamic-costs.ts';
 import { child, fmt, processCpu, ratio, stop } from './util.ts';
 
 const SERVERS = new URL('./servers.ts', import.meta.url).pathname;
@@ -17,14 +19,25 @@ const ROUNDS = 3;
 
 interface Round {
   perSecond: number;
+  cycles: number;
   errors: number;
   firstError?: string;
   /** Server CPU per cycle in µs, all threads and by thread name. */
   cpuUs: number;
+  /** Of which in the kernel (system calls, scheduling), µs per cycle. */
+  systemUs: number;
   byThread: Record<string, number>;
+  /** Median latency of each call of a cycle, ms. */
+  issueMs: number;
+  revokeMs: number;
 }
 
-async function cycles(pid: number, seconds: number, cycle: () => Promise<void>): Promise<Round> {
+/** A cycle's two calls, each timed into the round's lists (ms). */
+type Cycle = (issue: number[], revoke: number[]) => Promise<void>;
+
+async function cycles(pid: number, seconds: number, cycle: Cycle): Promise<Round> {
+  const issue: number[] = [];
+  const revoke: number[] = [];
   const before = processCpu(pid);
   const started = performance.now();
   const deadline = started + seconds * 1000;
@@ -34,7 +47,7 @@ async function cycles(pid: number, seconds: number, cycle: () => Promise<void>):
   await Promise.all(Array.from({ length: WORKERS }, async () => {
     while (performance.now() < deadline) {
       try {
-        await cycle();
+        await cycle(issue, revoke);
         done++;
       } catch (err) {
         errors++;
@@ -46,7 +59,15 @@ async function cycles(pid: number, seconds: number, cycle: () => Promise<void>):
   const perCycle = (a = 0, b = 0) => ((a - b) / Math.max(1, done)) * 1e6;
   const byThread: Record<string, number> = {};
   for (const [name, used] of Object.entries(after?.byName ?? {})) byThread[name] = perCycle(used, before?.byName[name]);
-  return { perSecond: done / ((performance.now() - started) / 1000), errors, firstError, cpuUs: perCycle(after?.all, before?.all), byThread };
+  const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)] ?? 0;
+  return { perSecond: done / ((performance.now() - started) / 1000), cycles: done, errors, firstError, cpuUs: perCycle(after?.all, before?.all), systemUs: perCycle(after?.system, before?.system), byThread, issueMs: median(issue), revokeMs: median(revoke) };
+}
+
+async function timed<T>(list: number[], call: Promise<T>): Promise<T> {
+  const started = performance.now();
+  const result = await call;
+  list.push(performance.now() - started);
+  return result;
 }
 
 async function call(url: string, method: 'GET' | 'POST', token: string | undefined, body?: unknown): Promise<any> {
@@ -62,26 +83,26 @@ export async function benchDynamicHttp(ou: IsolatedOu, config: Record<string, un
   const procs: Array<Awaited<ReturnType<typeof child>>> = [];
   try {
     const profileDir = process.env.BENCH_CPU_PROF;
+    const profiled = (name: string) => (profileDir ? ['--cpu-prof', `--cpu-prof-dir=${join(profileDir, name)}`] : []);
     const ours = await child(SERVERS, ['ldap', dir], { BENCH_LDAP: JSON.stringify({ config, role: { username: ou.serviceAccounts[0]!.name, rotation_period: '24h' }, dynamicRole: role }) },
-      profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []);
+      profiled('ours'));
     procs.push(ours);
     const floor = await child(SERVERS, ['dynamic-floor', dir], {
       BENCH_FLOOR: JSON.stringify({ url: config.url, binddn: config.binddn, bindpass: config.bindpass, usersDn: ou.usersDn, groupDn: ou.groupDn }),
-    });
+    }, profiled('floor'));
     procs.push(floor);
-    const oursCycle = async () => {
-      const creds = await call(`${ours.info.url}/v1/ldap/creds/bench`, 'GET', 'root');
-      await call(`${ours.info.url}/v1/sys/leases/revoke`, 'POST', 'root', { lease_id: creds.lease_id });
+    const oursCycle = async (issue: number[], revoke: number[]) => {
+      const creds = await timed(issue, call(`${ours.info.url}/v1/ldap/creds/bench`, 'GET', 'root'));
+      await timed(revoke, call(`${ours.info.url}/v1/sys/leases/revoke`, 'POST', 'root', { lease_id: creds.lease_id }));
     };
-    const floorCycle = async () => {
-      const creds = await call(`${floor.info.url}/v1/creds`, 'GET', undefined);
-      await call(`${floor.info.url}/v1/revoke`, 'POST', undefined, { lease_id: creds.lease_id });
+    const floorCycle = async (issue: number[], revoke: number[]) => {
+      const creds = await timed(issue, call(`${floor.info.url}/v1/creds`, 'GET', undefined));
+      await timed(revoke, call(`${floor.info.url}/v1/revoke`, 'POST', undefined, { lease_id: creds.lease_id }));
     };
     const a: Round[] = [];
     const b: Round[] = [];
     // Warm-up: a fresh process runs unoptimised code for a while.
-    await cycles(ours.proc.pid!, 1, oursCycle);
-    await cycles(floor.proc.pid!, 1, floorCycle);
+    const warm = [await cycles(ours.proc.pid!, 1, oursCycle), await cycles(floor.proc.pid!, 1, floorCycle)];
     for (let i = 0; i < ROUNDS; i++) {
       const pair = async () => [a.push(await cycles(ours.proc.pid!, seconds, oursCycle)), b.push(await cycles(floor.proc.pid!, seconds, floorCycle))];
       if (i % 2 === 0) await pair();
@@ -98,17 +119,20 @@ export async function benchDynamicHttp(ou: IsolatedOu, config: Record<string, un
       const c = medianCpu(rs);
       const threads = Object.entries(c.byThread).filter(([, us]) => us >= 1).sort((x, y) => y[1] - x[1]).map(([n, us]) => `${n} ${fmt(us)}`).join(', ');
       return `dynamic over HTTP: ${label.padEnd(44)} ${fmt(r.perSecond)} cycles/s best (errors ${rs.reduce((n, x) => n + x.errors, 0)}${r.firstError ? `: ${r.firstError.slice(0, 160)}` : ''}); ` +
-        `server CPU ${fmt(c.cpuUs)} µs/cycle median (${threads}); spread over ${ROUNDS} rounds: throughput ${fmt(spread(rs.map((x) => x.perSecond)) * 100)}%, CPU ${fmt(spread(rs.map((x) => x.cpuUs)) * 100)}%`;
+        `server CPU ${fmt(c.cpuUs)} µs/cycle median (${threads}; in the kernel ${fmt(c.systemUs)}); latency of that round: issue ${fmt(c.issueMs, 1)} ms, revoke ${fmt(c.revokeMs, 1)} ms (medians); spread over ${ROUNDS} rounds: throughput ${fmt(spread(rs.map((x) => x.perSecond)) * 100)}%, CPU ${fmt(spread(rs.map((x) => x.cpuUs)) * 100)}%`;
     };
     const r = ratio(best(a).perSecond, best(b).perSecond);
+    const ran = (w: Round, rs: Round[]) => [w, ...rs].reduce((n, x) => n + x.cycles, 0);
     return [
+      ...(profileDir ? [`dynamic over HTTP: profiled cycles (warm-up included): ours ${ran(warm[0]!, a)}, floor ${ran(warm[1]!, b)}`] : []),
       line(`creds + sys/leases/revoke, ${WORKERS} workers`, a),
       line('floor: bare Fastify, same directory ops + 3 commits', b),
       `dynamic over HTTP: ${fmt(r, 2)}x the floor by throughput (target >= 0.80x) ${r >= 0.8 ? 'OK' : 'BELOW TARGET'}; ` +
         `${fmt(ratio(medianCpu(a).cpuUs, medianCpu(b).cpuUs), 2)}x its server CPU per cycle`,
+      ...dynamicCosts(role, String(config.binddn)),
     ];
   } finally {
-    for (const c of procs) await stop(c.proc, c === procs[0] && process.env.BENCH_CPU_PROF ? 'SIGINT' : 'SIGTERM');
+    for (const c of procs) await stop(c.proc, process.env.BENCH_CPU_PROF ? 'SIGINT' : 'SIGTERM');
     rmSync(dir, { recursive: true, force: true });
   }
 }

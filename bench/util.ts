@@ -69,24 +69,25 @@ export const fmt = (n: number, digits = 0) => n.toLocaleString('en-US', { maximu
 
 /**
  * CPU seconds a process has used so far: its main thread, all threads, and by thread name (Linux /proc;
- * undefined elsewhere). Unlike throughput, CPU per request barely moves when other work shares the machine.
+ * undefined elsewhere), and how much of it the kernel spent for it (`system`). Unlike throughput, CPU per request barely
+ * moves when other work shares the machine.
  */
-export function processCpu(pid: number): { main: number; all: number; byName: Record<string, number> } | undefined {
-  const seconds = (stat: string) => {
-    // Fields after the parenthesised command name: utime and stime are the 12th and 13th.
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(fields[11]) + Number(fields[12])) / 100;
-  };
+export function processCpu(pid: number): { main: number; all: number; byName: Record<string, number>; system: number } | undefined {
+  // Fields after the parenthesised command name: utime and stime are the 12th and 13th.
+  const fields = (stat: string) => stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   try {
     const byName: Record<string, number> = {};
     let all = 0;
+    let system = 0;
     for (const tid of readdirSync(`/proc/${pid}/task`)) {
-      const used = seconds(readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8'));
+      const f = fields(readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8'));
+      const used = (Number(f[11]) + Number(f[12])) / 100;
       const name = tid === String(pid) ? 'main' : readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim();
       byName[name] = (byName[name] ?? 0) + used;
       all += used;
+      system += Number(f[12]) / 100;
     }
-    return { main: byName.main, all, byName };
+    return { main: byName.main, all, byName, system };
   } catch {
     return undefined;
   }

@@ -207,6 +207,25 @@ describe('creds/:name', () => {
     expect(await readEntry(facts, userDnOf(b.data.username))).toBeDefined();
   });
 
+  it('a changed role is used by the very next request: its username template, its LDIF and its TTL', async () => {
+    await writeRole('edit', { default_ttl: 600 });
+    const before = await issue('edit');
+    expect(before.data.username).toMatch(/^v_root_edit_/);
+    const creation = ldif(ou).creation_ldif.replace('description: role {{.RoleName}}', 'description: edited {{.RoleName}}');
+    await writeRole('edit', { username_template: 'e_{{.RoleName}}_{{random 8}}', creation_ldif: creation, default_ttl: 300 });
+    const after = await issue('edit');
+    expect(after.data.username).toMatch(/^e_edit_[A-Za-z0-9]{8}$/);
+    expect(after.lease_duration).toBe(300);
+    expect((await readEntry(facts, userDnOf(after.data.username)))?.description).toEqual([`edited edit until ${new Date(clock.now() + 300_000).toISOString()}`]);
+    // Deleted, then written again under the same name: the new role, never the one remembered.
+    expect((await server.request('DELETE', 'ldap/role/edit')).status).toBe(204);
+    expect((await server.request('GET', 'ldap/creds/edit')).status).toBe(404);
+    await writeRole('edit', { username_template: 'f_{{.RoleName}}_{{random 8}}' });
+    const again = await issue('edit');
+    expect(again.data.username).toMatch(/^f_edit_/);
+    for (const c of [before, after, again]) expect((await server.request('POST', 'sys/leases/revoke', { body: { lease_id: c.lease_id } })).status).toBe(204);
+  });
+
   it('renew is capped by max_ttl; renewing after the role was deleted is refused', async () => {
     await writeRole('renew', { default_ttl: 60, max_ttl: 100 });
     const creds = await issue('renew');

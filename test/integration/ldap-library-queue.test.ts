@@ -83,6 +83,53 @@ describe('ldap/library/:set/check-out with wait', () => {
     expect(await waiters()).toBe(0);
   });
 
+  it('"the check-in that frees an account lends it to the head waiter in the same commit: never available in between, the waiter holds its lease"', async () => {
+    await setUp({ service_account_names: ['svc0'] });
+    await checkOut();
+    const waiting = checkOut({ wait: '30s' });
+    await queued(1);
+    await manageCheckIn('svc0');
+    // Read right after the check-in answered: the account is already the waiter's.
+    const status = (await s.request('GET', 'ldap/library/team/status')).body.data;
+    expect(status.svc0.available).toBe(false);
+    const lent = await waiting;
+    expect(lent.status).toBe(200);
+    expect(status.svc0.lease_id).toBe(lent.body.lease_id);
+    expect(await canBind(facts.url, dnOf('svc0'), lent.body.data.password)).toBe(true);
+    expect((await s.request('POST', 'sys/leases/lookup', { body: { lease_id: lent.body.lease_id } })).status).toBe(200);
+    expect(await waiters()).toBe(0);
+  });
+
+  it('"24 waiting clients on 3 accounts, each checking in what it got: no refusal, no account lent twice, none left lent"', async () => {
+    await setUp({ service_account_names: ['svc0', 'svc1', 'svc2'] });
+    const held = new Set<string>();
+    const failures: string[] = [];
+    let cycles = 0;
+    const until = Date.now() + 3000;
+    await Promise.all(Array.from({ length: 24 }, async () => {
+      while (Date.now() < until) {
+        const out = await checkOut({ wait: '30s' });
+        if (out.status !== 200) {
+          failures.push(`check-out ${out.status}`);
+          return;
+        }
+        const name = String(out.body.data.service_account_name);
+        if (held.has(name)) failures.push(`${name} lent twice`);
+        held.add(name);
+        await new Promise((r) => setImmediate(r));
+        held.delete(name);
+        const back = await s.request('POST', 'ldap/library/team/check-in', { body: { service_account_names: [name] } });
+        if (back.status !== 200) failures.push(`check-in ${back.status}`);
+        cycles++;
+      }
+    }));
+    expect(failures).toEqual([]);
+    expect(cycles).toBeGreaterThan(24);
+    const status = (await s.request('GET', 'ldap/library/team/status')).body.data;
+    expect([status.svc0, status.svc1, status.svc2]).toEqual([{ available: true }, { available: true }, { available: true }]);
+    expect(status.waiters).toBe(0);
+  });
+
   it('"a wait that ends with no account is the same 400 plus Retry-After, and leaves the queue"', async () => {
     await setUp({ service_account_names: ['svc0'] });
     await checkOut();

@@ -112,6 +112,16 @@ describe('sys/leases/revoke and revoke-prefix', () => {
     expect((await s.request('PUT', 'sys/leases/revoke', { body: { lease_id: 'leased/creds/none/x' } })).status).toBe(204);
   });
 
+  it('"a lease changed in storage since this node issued it (by another node) is revoked as stored now"', async () => {
+    const { lease_id } = await issue('issued-here');
+    const key = `sys/expire/id/${lease_id}`;
+    const stored = JSON.parse((await s.core.barrier.get(key))!.toString('utf8'));
+    await s.core.barrier.put(key, Buffer.from(JSON.stringify({ ...stored, internal: { name: 'changed-elsewhere' } })));
+    expect((await s.request('PUT', 'sys/leases/revoke', { body: { lease_id } })).status).toBe(204);
+    expect(probe().revoked).toContain('changed-elsewhere');
+    expect(probe().revoked).not.toContain('issued-here');
+  });
+
   it('"revoke-prefix revokes every lease under the prefix"', async () => {
     await issue('pre1');
     await issue('pre1');

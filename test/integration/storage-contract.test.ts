@@ -190,6 +190,36 @@ describe.each(backends)('Storage contract (%s)', (_name, open) => {
     await Promise.all(Array.from({ length: 20 }, increment));
     expect(text(await s.get('counter'))).toBe('20');
   });
+  it('"a key read back after writes reads the latest committed value: overwritten, deleted, a refused guarded write, hundreds of other keys between"', async () => {
+    const s = await make();
+    await s.put('k', b('one'));
+    expect(text(await s.get('k'))).toBe('one');
+    await s.put('k', b('two'));
+    expect(text(await s.get('k'))).toBe('two');
+    expect(await s.transaction([{ type: 'put', key: 'k', value: b('refused') }], [{ key: 'k', expected: b('one') }])).toBe(false);
+    expect(text(await s.get('k'))).toBe('two');
+    await Promise.all(Array.from({ length: 600 }, (_, i) => s.put(`other/${i}`, b(String(i)))));
+    expect(text(await s.get('k'))).toBe('two');
+    expect(text(await s.get('other/0'))).toBe('0');
+    await s.delete('k');
+    expect(await s.get('k')).toBeUndefined();
+    await Promise.all(Array.from({ length: 600 }, (_, i) => s.put(`more/${i}`, b(String(i)))));
+    expect(await s.get('k')).toBeUndefined();
+    await s.put('k', b('three'));
+    await s.put('other/0', b('changed'));
+    expect([text(await s.get('k')), text(await s.get('other/0'))]).toEqual(['three', 'changed']);
+    // A large value replacing a small one just written, and a small one replacing it again.
+    const large = Buffer.alloc(64 * 1024, 'x');
+    for (const key of ['k', 'fresh']) {
+      await s.put(key, b('small'));
+      expect(text(await s.get(key))).toBe('small');
+      await s.put(key, large);
+      expect((await s.get(key))!.equals(large)).toBe(true);
+      await s.put(key, b('small again'));
+      expect(text(await s.get(key))).toBe('small again');
+    }
+  });
+
   const append = (value: string): StorageOp => ({ type: 'append', value: b(value) });
   const logged = async (s: Storage) => (await s.log.read(0, 10_000)).map((r) => [r.seq, text(r.value)]);
 
@@ -209,6 +239,24 @@ describe.each(backends)('Storage contract (%s)', (_name, open) => {
     const seqs = (await s.log.read(0, 1000)).map((r) => r.seq);
     expect(seqs).toEqual(Array.from({ length: 60 }, (_, i) => i + 1));
     expect(new Set((await s.log.read(0, 1000)).map((r) => text(r.value))).size).toBe(60);
+  });
+
+  it('"stats count every committed record, asked before, between and after appends, a refused guarded write and trims"', async () => {
+    const s = await make();
+    const count = async () => (await s.log.stats()).count;
+    expect(await count()).toBe(0);
+    await s.transaction([append('a'), append('b')]);
+    expect(await count()).toBe(2);
+    expect(await s.transaction([...puts(['g']), append('lost')], [{ key: 'g', expected: b('other') }])).toBe(false);
+    // Asked while those are committing: whatever it answers then, the count once they landed includes each once.
+    const landing = Promise.all(Array.from({ length: 10 }, (_, i) => s.transaction([append(`c${i}`)])));
+    expect(await count()).toBeLessThanOrEqual(12);
+    await landing;
+    expect(await count()).toBe(12);
+    expect(await s.log.trim(0, 5)).toBe(7);
+    expect(await count()).toBe(5);
+    await s.transaction([append('after')]);
+    expect(await s.log.stats()).toEqual({ count: 6, last: 13 });
   });
 
   it('"trim drops records older than the cut-off and all but the newest `keep`; sequences are never reused"', async () => {

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { BadRequestError } from '../../src/core/errors.ts';
-import { mergeDynamicRole, validateDynamicRole, type DynamicRole } from '../../src/engines/ldap/dynamic-roles.ts';
+import { parseLdif } from '../../src/lib/ldif/index.ts';
+import { checkRecordDns, mergeDynamicRole, validateDynamicRole, type DynamicRole } from '../../src/engines/ldap/dynamic-roles.ts';
 import { DynamicTemplates } from '../../src/engines/ldap/dynamic-templates.ts';
 
 const templates = new DynamicTemplates(() => Date.UTC(2030, 0, 1));
@@ -48,6 +49,32 @@ describe('validateDynamicRole', () => {
     ['a custom username template', { username_template: 'v.{{random 10}}.{{.RoleName}}.{{unix_time}}.{{.DisplayName}}' }],
   ])('accepts %s', (_case, overrides) => {
     expect(() => validate(role(overrides))).not.toThrow();
+  });
+});
+
+describe('checkRecordDns with the DNs a request already checked', () => {
+  const bind = { username: 'engine', dn: 'cn=Engine,ou=svc,dc=x' };
+  const records = (dn: string) => parseLdif(`dn: ${dn}\nchangetype: delete\n`);
+
+  it('"a DN that passed is not checked again, and every DN that passes is remembered"', () => {
+    const passed = new Set<string>();
+    checkRecordDns('creation_ldif', parseLdif('dn: cn=a,ou=users,dc=x\nchangetype: delete\n\ndn: cn=g,dc=x\nchangetype: delete\n'), bind, passed);
+    expect([...passed]).toEqual(['cn=a,ou=users,dc=x', 'cn=g,dc=x']);
+    expect(() => checkRecordDns('deletion_ldif', records('cn=a,ou=users,dc=x'), bind, passed)).not.toThrow();
+  });
+
+  // Only the exact DN string that passed is skipped: every other spelling is parsed, normalised and compared again.
+  it.each(['cn=Engine,ou=svc,dc=x', 'CN=engine,OU=SVC,DC=X', 'cn = Engine , ou=svc,dc=x', 'cn=\\45ngine,ou=svc,dc=x', 'cn=engine,ou=svc,dc=x'])(
+    '"the bind account is refused whatever passed before": %s', (dn) => {
+      const passed = new Set(['cn=a,ou=users,dc=x', 'cn=g,dc=x']);
+      expect(() => checkRecordDns('rollback_ldif', records(dn), bind, passed)).toThrow(/field "rollback_ldif": the record at line 1 is the account this secrets engine binds as/);
+      expect(passed.has(dn)).toBe(false);
+    });
+
+  it('"a DN that is not valid is refused and not remembered"', () => {
+    const passed = new Set<string>();
+    expect(() => checkRecordDns('creation_ldif', [{ ...records('cn=a,dc=x')[0]!, dn: 'not a dn' }], bind, passed)).toThrow(/not valid/);
+    expect(passed.size).toBe(0);
   });
 });
 

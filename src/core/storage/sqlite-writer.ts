@@ -18,8 +18,11 @@ export interface WriterRequest {
   bytes: ArrayBuffer;
   batch: Array<{ ops: WireSlice[]; conditions: WireSlice[]; appends: WireSlice[]; trim?: { before: number; keep: number } }>;
 }
-/** One reply for the batches committed together: `outcomes[i]` belongs to `ids[i]`; an error fails them all. */
-export type WriterReply = { ids: number[]; outcomes: boolean[][] } | { ids: number[]; error: string };
+/**
+ * One reply for the batches committed together: `outcomes[i]` belongs to `ids[i]`, `last` is the highest event-log
+ * sequence the commit assigned (absent when it appended nothing); an error fails them all.
+ */
+export type WriterReply = { ids: number[]; outcomes: boolean[][]; last?: number } | { ids: number[]; error: string };
 
 const db = new DatabaseSync((workerData as { path: string }).path);
 db.exec('PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA busy_timeout=5000;');
@@ -30,6 +33,9 @@ const appendStmt = db.prepare('INSERT INTO events (at, value) VALUES (?, ?)');
 const trimOldStmt = db.prepare('DELETE FROM events WHERE at < ?');
 // The newest `keep` stay: everything at or below the sequence `keep` records from the end.
 const trimCountStmt = db.prepare('DELETE FROM events WHERE seq <= (SELECT seq FROM events ORDER BY seq DESC LIMIT 1 OFFSET ?)');
+
+/** The highest event-log sequence assigned by the commit under way. */
+let lastAppended: number | undefined;
 
 /** Applies one posted batch inside the open transaction; a guarded write whose conditions fail writes nothing. */
 function apply({ bytes, batch }: WriterRequest): boolean[] {
@@ -50,7 +56,7 @@ function apply({ bytes, batch }: WriterRequest): boolean[] {
       if (op.len >= 0) putStmt.run(op.key, new Uint8Array(bytes, op.at, op.len));
       else delStmt.run(op.key);
     }
-    for (const a of appends) appendStmt.run(now, new Uint8Array(bytes, a.at, a.len));
+    for (const a of appends) lastAppended = Number(appendStmt.run(now, new Uint8Array(bytes, a.at, a.len)).lastInsertRowid);
     return true;
   });
 }
@@ -83,11 +89,12 @@ port.on('message', (first: WriterRequest) => {
   for (let next = receiveMessageOnPort(port); next; next = receiveMessageOnPort(port)) requests.push(next.message as WriterRequest);
   const ids = requests.map((r) => r.id);
   lastWrites = requests.reduce((n, r) => n + r.batch.length, 0);
+  lastAppended = undefined;
   try {
     db.exec('BEGIN IMMEDIATE');
     const outcomes = requests.map(apply);
     db.exec('COMMIT');
-    port.postMessage({ ids, outcomes } satisfies WriterReply);
+    port.postMessage((lastAppended === undefined ? { ids, outcomes } : { ids, outcomes, last: lastAppended }) satisfies WriterReply);
   } catch (err) {
     try { db.exec('ROLLBACK'); } catch { /* a failed BEGIN left nothing to roll back */ }
     port.postMessage({ ids, error: (err as Error).message } satisfies WriterReply);

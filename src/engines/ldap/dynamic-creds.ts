@@ -2,14 +2,16 @@ import type { Logger } from 'pino';
 import { z } from 'zod';
 import { BadRequestError, NotFoundError, StrongroomError } from '../../core/errors.ts';
 import { definePath, type LeaseView, type PathDefinition, type SecretType, type SystemView, lowerName } from '../../core/framework.ts';
+import type { Template } from '../../lib/gotemplate/index.ts';
 import { parseLdif, type LdifRecord } from '../../lib/ldif/index.ts';
 import type { LdapClient, LdifExecResult } from '../../providers/ldap/client.ts';
 import { scrub } from '../../providers/ldap/errors.ts';
 import type { AccountIdentity } from './accounts.ts';
 import { DYNAMIC_ROLE_NAME, checkRecordDns, readDynamicRole, roleName, type DynamicRole } from './dynamic-roles.ts';
+import { DynamicRoleCache, type PreparedRole } from './dynamic-role-cache.ts';
 import { generatePassword } from './config-store.ts';
 import type { LdapEngine, LdapEnginePart } from './engine.ts';
-import { DEFAULT_USERNAME_TEMPLATE, DynamicTemplates, renderLdifTemplate, type LdifField, type LdifTemplateData } from './dynamic-templates.ts';
+import { DynamicTemplates, renderLdifTemplate, type LdifField, type LdifTemplateData } from './dynamic-templates.ts';
 
 export const DYNAMIC_CREDS_SECRET_TYPE = 'dynamic_creds';
 
@@ -25,7 +27,11 @@ const leaseInternalSchema = z.object({
 });
 type LeaseInternal = z.infer<typeof leaseInternalSchema>;
 
+/** Internal data this process built at issue: a lease read back as registered (leases.ts #recent) carries the very object. */
+const built = new WeakSet<object>();
+
 function parseLeaseInternal(lease: LeaseView): LeaseInternal {
+  if (built.has(lease.internal)) return lease.internal as LeaseInternal;
   const parsed = leaseInternalSchema.safeParse(lease.internal);
   if (!parsed.success) throw new Error(`lease "${lease.id}" has broken internal data: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
   return parsed.data;
@@ -59,16 +65,17 @@ function failure(primary: LdifExecResult, messages: string[]): StrongroomError {
  * deletion or rollback LDIF could not be rendered, and no record of any of them reaches the directory
  * when one names the bind account. The deletion LDIF is kept as text for the lease.
  */
-function renderAll(role: DynamicRole, templates: DynamicTemplates, data: LdifTemplateData, bind: AccountIdentity) {
-  const render = (field: LdifField, text: string) => {
-    const rendered = renderLdifTemplate(field, templates.ldif(field, text), data);
-    checkRecordDns(field, rendered.records, bind);
+function renderAll(prepared: PreparedRole, data: LdifTemplateData, bind: AccountIdentity) {
+  const passed = new Set<string>();
+  const render = (field: LdifField, template: Template) => {
+    const rendered = renderLdifTemplate(field, template, data);
+    checkRecordDns(field, rendered.records, bind, passed);
     return rendered;
   };
   return {
-    creation: render('creation_ldif', role.creation_ldif).records,
-    rollback: role.rollback_ldif ? render('rollback_ldif', role.rollback_ldif).records : [],
-    deletionLdif: render('deletion_ldif', role.deletion_ldif).text,
+    creation: render('creation_ldif', prepared.creation).records,
+    rollback: prepared.rollback ? render('rollback_ldif', prepared.rollback).records : [],
+    deletionLdif: render('deletion_ldif', prepared.deletion).text,
   };
 }
 
@@ -78,10 +85,10 @@ export function dynamicCredsPart(engine: Engine & Pick<LdapEngine, 'configDepend
   const templates = new DynamicTemplates(() => engine.clock.now());
   // Accounts outlive their role until their lease ends, and only the config can reach them to delete them.
   engine.configDependents.push({ what: 'outstanding dynamic credential leases', names: () => engine.ctx.system.leaseIds('creds/'), remedy: 'revoke' });
-  return { paths: credsPaths(engine, templates), secrets: [dynamicCredsSecret(engine)] };
+  return { paths: credsPaths(engine, templates, new DynamicRoleCache(templates)), secrets: [dynamicCredsSecret(engine)] };
 }
 
-function credsPaths(engine: Engine, templates: DynamicTemplates): PathDefinition[] {
+function credsPaths(engine: Engine, templates: DynamicTemplates, roles: DynamicRoleCache): PathDefinition[] {
   return [
     definePath({
       pattern: `creds/(?<name>${DYNAMIC_ROLE_NAME})`,
@@ -90,17 +97,19 @@ function credsPaths(engine: Engine, templates: DynamicTemplates): PathDefinition
       operations: {
         read: async (req) => {
           const name = roleName(req);
-          const role = await readDynamicRole(engine.storage, name);
-          if (!role) throw new NotFoundError(`dynamic role "${name}" not found`);
+          const prepared = await roles.read(engine.storage, name);
+          if (!prepared) throw new NotFoundError(`dynamic role "${name}" not found`);
+          const { role } = prepared;
           const { config, client, bindAccount } = await engine.connections.get();
 
           const displayName = req.caller?.displayName ?? '';
-          const username = templates.renderUsername(templates.username(role.username_template || DEFAULT_USERNAME_TEMPLATE), { DisplayName: displayName, RoleName: name });
+          const username = templates.renderUsername(prepared.username, { DisplayName: displayName, RoleName: name });
           const password = await generatePassword(engine, config);
           const ttl = effectiveTtl(role, engine.ctx.system);
           const data = templateData({ Username: username, Password: password, RoleName: name, DisplayName: displayName }, engine.clock.now(), ttl);
-          const { creation, rollback, deletionLdif } = renderAll(role, templates, data, await bindAccount());
+          const { creation, rollback, deletionLdif } = renderAll(prepared, data, await bindAccount());
           const internal: LeaseInternal = { role_name: name, username, distinguished_names: creation.map((r) => r.dn), deletion_ldif: deletionLdif };
+          built.add(internal);
           const secret = { type: DYNAMIC_CREDS_SECRET_TYPE, ttl, maxTtl: role.max_ttl, renewable: true, internal };
 
           // The lease is stored before the account exists: it is the write-ahead record, so a crash after the

@@ -32,13 +32,19 @@ export type DynamicRole = z.infer<typeof dynamicRoleSchema>;
 /** Same grammar as Vault's role names: word characters at both ends, `-` `.` `/` inside. */
 export const DYNAMIC_ROLE_NAME = String.raw`\w(?:[\w./-]*\w)?`;
 
-const roleKey = (name: string) => `role/${name}`;
+export const dynamicRoleKey = (name: string) => `role/${name}`;
+const roleKey = dynamicRoleKey;
 
 /** Names are lower-cased on every path (Vault stores dynamic roles under the raw name and then cannot find them). */
 export const roleName = (req: Pick<BackendRequest, 'params'>): string => req.params.name!.toLowerCase();
 
 export async function readDynamicRole(storage: StorageView, name: string): Promise<DynamicRole | undefined> {
   return storage.getJson(roleKey(name), (raw) => dynamicRoleSchema.parse(raw));
+}
+
+/** A role from the bytes stored under its key. */
+export function parseDynamicRole(raw: Buffer): DynamicRole {
+  return dynamicRoleSchema.parse(JSON.parse(raw.toString('utf8')));
 }
 
 async function writeDynamicRole(storage: StorageView, name: string, role: DynamicRole, event: PreparedWrite): Promise<void> {
@@ -89,13 +95,18 @@ export function sampleLdifData(role: string, nowMs: number): LdifTemplateData {
  * Every record's DN must be a DN (one the engine cannot read, it cannot compare), and none may name the engine's
  * own bind account (accounts.ts, refuseBindAccount) when that is known. DNs are rendered, so this runs on the
  * sample at role write and again on the real data at each credential request, where a template such as
- * `cn={{.Username}}` may come out differently.
+ * `cn={{.Username}}` may come out differently. `passed`, when given, holds the DNs already checked against the same
+ * bind account, and gets those this call checks.
  */
-export function checkRecordDns(field: LdifField, records: readonly LdifRecord[], bind: AccountIdentity | undefined): void {
+export function checkRecordDns(field: LdifField, records: readonly LdifRecord[], bind: AccountIdentity | undefined, passed?: Set<string>): void {
   for (const record of records) {
+    // The check is a function of the DN and the bind account alone: one that passed for another record passes again
+    // (a credential request's LDIFs name the account's DN in each of its three templates).
+    if (passed?.has(record.dn)) continue;
     const subject = `invalid value for field "${field}": the record at line ${record.line}`;
     if (!isValidDn(record.dn)) throw new BadRequestError(`${subject} has a DN that is not valid (RFC 4514)`);
     if (bind) refuseBindAccount(bind, { dn: record.dn }, subject);
+    passed?.add(record.dn);
   }
 }
 

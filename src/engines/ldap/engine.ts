@@ -60,4 +60,6 @@ export interface LdapEngine {
    * a config write or delete on this node, and on a shared store by the leader's periodic refresh (a write elsewhere).
    */
   configWatchers: Array<() => Promise<void>>;
+  /** Check-outs waiting on a library set, for its gauge: the library part sets it (its queue may live in memory). */
+  libraryWaiters(set: string): Promise<number>;
 }

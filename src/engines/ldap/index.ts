@@ -84,6 +84,7 @@ export function ldapBackend(deps: LdapBackendDeps = {}): BackendFactory {
       scheduler: undefined as unknown as RotationScheduler,
       configDependents: [],
       configWatchers: [],
+      libraryWaiters: async () => 0,
     };
     engine.scheduler = new RotationScheduler({
       clock: ctx.clock,

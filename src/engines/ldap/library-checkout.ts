@@ -17,13 +17,13 @@ import type { PreparedWrite } from '../../core/storage/view.ts';
 import type { LdapEngine, LdapEnginePart } from './engine.ts';
 import {
   ACCOUNT_PREFIX, SET_NAME, accountRecord, accountSegment, canonicalAccount, listAccountNames, putAccountOp, readAccount, readLibrarySet, returningClaim,
-  unchangedAccount, type AccountSnapshot, type AccountState, type Borrower, type LentAccount, type LibrarySet,
+  unchangedAccount, type AccountState, type Borrower, type LentAccount, type LibrarySet,
 } from './library-store.ts';
 import { clearDriftOp } from './drift-marks.ts';
 import { recordedAccountPassword } from './library-store.ts';
 import { changePasswordWithWal, walKey } from './rotation.ts';
 import { libraryLender } from './library-lend.ts';
-import { LibraryQueue, MAX_WAIT_SECONDS } from './library-queue.ts';
+import { LibraryQueue, MAX_WAIT_SECONDS, type DirectLoan, type Grant, type Heir } from './library-queue.ts';
 
 /** How often a node with waiting check-outs looks for accounts freed elsewhere: on a shared store, another node. */
 const SHARED_POLL_MS = 100;
@@ -31,7 +31,7 @@ const LOCAL_POLL_MS = 1000;
 
 export const CHECKOUT_SECRET_TYPE = 'ldap_library_checkout';
 
-type Engine = Pick<LdapEngine, 'ctx' | 'storage' | 'clock' | 'connections' | 'locks' | 'options'>;
+type Engine = Pick<LdapEngine, 'ctx' | 'storage' | 'clock' | 'connections' | 'locks' | 'options' | 'libraryWaiters'>;
 
 /** Set names are lower-cased on every path, as in Vault. */
 export const setName = (req: Pick<BackendRequest, 'params'>): string => req.params.name!.toLowerCase();
@@ -100,19 +100,30 @@ export async function checkInAccount(engine: Engine, name: string, accept: (acco
     // A lent account is claimed (`lent` → `returning`) in the same transaction that stores the new password's
     // WAL: one commit instead of two, and a crash leaves either neither or both. A `returning` one is resumed.
     const claim = account.state === 'lent' ? returningClaim(account) : undefined;
-    let heir: string | undefined;
-    let freed: AccountSnapshot | undefined;
-    const changed = await changePasswordWithWal(engine, {
+    let heir: Heir | undefined;
+    // What the commit gives the heir: a loan in that commit (its writes beside), or the account reserved for it.
+    let loan: ReturnType<DirectLoan> | undefined;
+    let grant: Grant | undefined;
+    let direct = true;
+    let changed: Awaited<ReturnType<typeof changePasswordWithWal>> | undefined;
+    try {
+      changed = await changePasswordWithWal(engine, {
       target: accountWalTarget(name),
       account: { dn: account.dn },
       prepare: claim && [claim.op],
       prepareConditions: claim && [unchangedAccount(name, snapshot)],
       // A password the server just set is the directory's: a drift mark from before the loan is stale.
-      // The first waiting check-out gets the account in the commit that frees it (library-queue.ts).
+      // The first waiting check-out gets the account in the commit that frees it (library-queue.ts): lent to it
+      // there when it waits on this node, else reserved for it.
       commit: async (password, dn) => {
-        heir = await queue?.headFor(account.borrower.set);
-        const record = accountRecord({ state: 'available', name, dn, password, returned_at: engine.clock.now(), reserved_for: heir });
-        freed = record.snapshot;
+        heir ??= await queue?.headFor(account.borrower.set);
+        loan = direct ? heir?.direct?.({ name, dn, password }) : undefined;
+        if (loan) {
+          grant = { lent: { name, dn, password } };
+          return [loan.record, ...loan.ops, clearDriftOp(accountWalTarget(name))];
+        }
+        const record = accountRecord({ state: 'available', name, dn, password, returned_at: engine.clock.now(), reserved_for: heir?.id });
+        grant = { reserved: { name, snapshot: record.snapshot } };
         return [record.op, clearDriftOp(accountWalTarget(name))];
       },
       // Only our claim becomes available: never overwrite a state another server wrote.
@@ -120,10 +131,18 @@ export async function checkInAccount(engine: Engine, name: string, accept: (acco
       // The borrower's lease ends in the same transaction, so no lease outlives its loan.
       commitAlongside: async () => {
         const end = await engine.ctx.system.leaseEnd(account.borrower.lease_id);
-        return [...(end ? [end] : []), engine.ctx.system.event('ldap/library-check-in', { modified: 'true', operation: 'update', path: `library/${account.borrower.set}/check-in`, name: account.borrower.set, service_account: name })];
+        return [...(end ? [end] : []), engine.ctx.system.event('ldap/library-check-in', { modified: 'true', operation: 'update', path: `library/${account.borrower.set}/check-in`, name: account.borrower.set, service_account: name }), ...(loan?.alongside ?? [])];
+      },
+      // A loan's lease has guards of its own (its token not being revoked): the check-in must land without it.
+      commitAgain: () => {
+        direct = false;
+        return loan !== undefined;
       },
       recorded: () => recordedAccountPassword(engine.storage, name),
-    }).finally(() => queue?.handed(account.borrower.set, heir, freed && { name, snapshot: freed }));
+      });
+    } finally {
+      queue?.handed(account.borrower.set, heir, changed ? grant : undefined);
+    }
     return changed !== undefined;
   });
 }
@@ -223,6 +242,7 @@ export function libraryCheckoutPart(engine: Engine): LdapEnginePart {
   const { storage } = engine;
 
   const queue = new LibraryQueue(engine, engine.ctx.system.shared ? SHARED_POLL_MS : LOCAL_POLL_MS);
+  engine.libraryWaiters = (set) => queue.waiting(set);
   const checkOut = libraryLender(engine, queue);
   const checkInReturned = async (account: string, accept: (a: LentAccount) => boolean): Promise<boolean> => checkInAccount(engine, account, accept, queue);
 

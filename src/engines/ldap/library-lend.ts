@@ -8,7 +8,7 @@ import type { StorageCondition, StorageOp } from '../../core/storage/types.ts';
 import type { PreparedWrite } from '../../core/storage/view.ts';
 import { LDAP_LIBRARY_REFUSED, LDAP_LIBRARY_WAIT_SECONDS, type LibraryRefusal } from '../../telemetry/families.ts';
 import type { LdapEngine } from './engine.ts';
-import { freeMembers, readMembers, type LibraryQueue, type Member, type QueueView, type Waiter } from './library-queue.ts';
+import { freeMembers, readMembers, type DirectLoan, type LibraryQueue, type Member, type QueueView, type Waiter } from './library-queue.ts';
 import { accountSegment, putAccountOp, readAccount, unchangedAccount, type Borrower, type LibrarySet } from './library-store.ts';
 
 /** What a refused waiting check-out's client is told to wait before asking again. */
@@ -45,6 +45,9 @@ export function libraryLender(engine: Engine, queue: LibraryQueue): (req: CheckO
     throw err;
   };
 
+  const checkOutEvent = (borrower: Borrower, account: string) =>
+    engine.ctx.system.event('ldap/library-check-out', { modified: 'true', operation: 'update', path: `library/${borrower.set}/check-out`, name: borrower.set, service_account: account });
+
   /** 400 naming the field when the borrower already holds as many of the set's accounts as it may. */
   const checkHolderLimit = (req: CheckOutRequest, members: Member[]): void => {
     const limit = req.config.max_checkouts_per_entity;
@@ -64,8 +67,7 @@ export function libraryLender(engine: Engine, queue: LibraryQueue): (req: CheckO
     const borrower = { ...req.borrower, checked_out_at: engine.clock.now() };
     const loan = putAccountOp({ state: 'lent', name: member.name, dn: state.dn, password: state.password, borrower });
     const key = accountSegment(member.name);
-    const event = engine.ctx.system.event('ldap/library-check-out', { modified: 'true', operation: 'update', path: `library/${borrower.set}/check-out`, name: borrower.set, service_account: member.name });
-    const attempt = storage.transaction([loan, ...also.ops], guards, [req.lease(member.name), event]);
+    const attempt = storage.transaction([loan, ...also.ops], guards, [req.lease(member.name), checkOutEvent(borrower, member.name)]);
     lending.set(key, attempt);
     try {
       return (await attempt) ? state.password : undefined;
@@ -100,13 +102,35 @@ export function libraryLender(engine: Engine, queue: LibraryQueue): (req: CheckO
     return undefined;
   };
 
-  /** Waits in the set's queue for an account reserved for this check-out, then lends it. */
+  /**
+   * How a waiter is lent an account in the commit that frees it (library-queue.ts, DirectLoan): the loan record, its
+   * queue entry's removal, its lease and its event. Not with a holder limit: that loan must be judged on every member.
+   */
+  const directLoan = (req: CheckOutRequest, waiter: Waiter): DirectLoan | undefined => {
+    if (req.config.max_checkouts_per_entity > 0) return undefined;
+    return (account) => {
+      if (req.disconnected?.aborted) return undefined;
+      const borrower = { ...req.borrower, checked_out_at: engine.clock.now() };
+      return {
+        record: putAccountOp({ state: 'lent', name: account.name, dn: account.dn, password: account.password, borrower }),
+        // Unguarded: the waiter cannot leave while an account is being handed to it, whatever its deadline.
+        ops: queue.served(req.set, waiter).ops,
+        alongside: [req.lease(account.name), checkOutEvent(borrower, account.name)],
+      };
+    };
+  };
+
+  /** Waits in the set's queue for an account lent or reserved to this check-out; lends itself a reserved one. */
   const lendInTurn = async (req: CheckOutRequest, waiter: Waiter): Promise<Loan | undefined> => {
     const deadline = performance.now() + req.wait * 1000;
+    const direct = directLoan(req, waiter);
+    if (direct) queue.lendDirectly(req.set, waiter, direct);
     for (;;) {
       // The account as its reservation left it: its compare-and-set fails if it changed since, and the waiter looks again.
-      const given = await queue.next(req.set, waiter, deadline - performance.now(), req.disconnected);
-      if (given === undefined) return undefined;
+      const grant = await queue.next(req.set, waiter, deadline - performance.now(), req.disconnected);
+      if (grant === undefined) return undefined;
+      if (grant.lent) return { account: grant.lent.name, password: grant.lent.password };
+      const given = grant.reserved;
       // Only a holder limit needs the other members (the loan is then guarded on all of them).
       const members = req.config.max_checkouts_per_entity > 0 ? await readMembers(storage, req.config.service_account_names) : [given];
       const member = members.find((m) => m.name.toLowerCase() === given.name.toLowerCase());

@@ -1,71 +1,26 @@
 /**
  * Waiting check-outs of library sets: one first-come, first-served queue per set, shared by every node of a cluster
- * through the store (docs/ldap-library.md, "Waiting check-outs").
+ * through the store, or kept in memory by the only process of a store (library-queue-store.ts; docs/ldap-library.md,
+ * "Waiting check-outs").
  *
- * A waiter is one entry, `library-queue/<set>/<ticket>.<node>`. Its ticket comes from the set's counter
- * (`library-queue-ticket/<set>`), moved by compare-and-set in the transaction that adds the entry, so tickets order
- * waiters by the commits that queued them, whichever node they wait on. The node id lets any node judge a waiter stale
- * (its node no longer heard from, `SystemView.nodeAlive`) and drop it.
- *
- * An account goes to a waiter through a reservation on the account's own record (`reserved_for` on an `available`
- * account): written by the check-in, revoke or expiry that frees it, in that same commit, for the first waiter holding
- * none; or by a pump (on any node with waiters: on a wake, and on a short poll) for an account freed while no waiter
- * was queued. Only the waiter named may lend a reserved account, in one transaction that also removes its entry. A
- * reservation whose waiter is no longer queued (served, gone, stale) is void: the account is free again, so an
- * account granted to a vanished waiter is never lent on its behalf.
+ * An account goes to a waiter in the commit that frees it (a check-in, revoke or expiry): lent to it there when it
+ * waits on the same node, else through a reservation on the account's own record (`reserved_for` on an `available`
+ * account) for the first waiter holding none; or by a pump (on any node with waiters: on a wake, and on a short poll)
+ * for an account freed while no waiter was queued. Only the waiter named may lend a reserved account, in one
+ * transaction that also takes it off the queue. A reservation whose waiter is no longer queued (served, gone, stale)
+ * is void: the account is free again, so an account granted to a vanished waiter is never lent on its behalf.
  */
-import { ConflictError, ThrottledError } from '../../core/errors.ts';
+import { ThrottledError } from '../../core/errors.ts';
 import type { StorageCondition, StorageOp } from '../../core/storage/types.ts';
 import type { PreparedWrite, StorageView } from '../../core/storage/view.ts';
 import type { LdapEngine } from './engine.ts';
+import { parseWaiter, queueStore, reservationHolds, type QueueStore, type QueueView, type Waiter } from './library-queue-store.ts';
 import { accountRecord, readAccount, readLibrarySet, unchangedAccount, type AccountSnapshot } from './library-store.ts';
+
+export type { QueueView, Waiter } from './library-queue-store.ts';
 
 /** The longest `max_wait` a set may have, and so the longest a check-out waits. */
 export const MAX_WAIT_SECONDS = 600;
-const QUEUE_PREFIX = 'library-queue/';
-const TICKET_PREFIX = 'library-queue-ticket/';
-/** Fixed width, so the store's sorted listing is ticket order. */
-const TICKET_DIGITS = 15;
-/** Compare-and-set rounds of one enqueue against other nodes' queueing on the same set at once. */
-const ENQUEUE_ATTEMPTS = 100;
-const WAITER_VALUE = Buffer.from('{}');
-const [DOT, ZERO, NINE] = ['.', '0', '9'].map((c) => c.charCodeAt(0));
-
-const queueFolder = (set: string) => `${QUEUE_PREFIX}${encodeURIComponent(set)}/`;
-const ticketKey = (set: string) => TICKET_PREFIX + encodeURIComponent(set);
-
-export interface Waiter {
-  /** `<ticket>.<node>`: its entry's name and what a reservation names. */
-  id: string;
-  ticket: number;
-  node: string;
-}
-
-/** Parsed on every look at a queue, for each entry: no expression, and what is not ours is skipped. */
-function parseWaiter(id: string): Waiter | undefined {
-  if (id.length <= TICKET_DIGITS + 1 || id.charCodeAt(TICKET_DIGITS) !== DOT) return undefined;
-  const digits = id.slice(0, TICKET_DIGITS);
-  for (let i = 0; i < TICKET_DIGITS; i++) {
-    const c = digits.charCodeAt(i);
-    if (c < ZERO || c > NINE) return undefined;
-  }
-  return { id, ticket: Number(digits), node: id.slice(TICKET_DIGITS + 1) };
-}
-
-/** The queue of a set as read at one moment: the next ticket, and the waiters whose node is alive, first come first. */
-export interface QueueView {
-  next: number;
-  counter: Buffer | undefined;
-  live: Waiter[];
-  liveIds: Set<string>;
-}
-
-/** Whether a reservation still binds: its waiter is queued (or queued after the view was read). */
-export function reservationHolds(view: QueueView, id: string | undefined): boolean {
-  if (id === undefined) return false;
-  const waiter = parseWaiter(id);
-  return waiter !== undefined && (waiter.ticket >= view.next || view.liveIds.has(id));
-}
 
 export interface Member {
   /** As the set spells it. */
@@ -96,28 +51,54 @@ function holdings(view: QueueView, members: Member[]): Map<string, Member> {
   return held;
 }
 
-/** Entries in a set's queue, stale ones included until a node drops them (the waiters gauge: no liveness reads per scrape). */
-export async function countWaiters(storage: StorageView, set: string): Promise<number> {
-  return (await storage.list(queueFolder(set))).length;
+type Engine = Pick<LdapEngine, 'ctx' | 'storage' | 'options'>;
+
+/** An account as the commit that frees it leaves it. */
+export interface FreedAccount {
+  name: string;
+  dn: string;
+  password: string;
 }
 
-type Engine = Pick<LdapEngine, 'ctx' | 'storage' | 'options'>;
+/**
+ * A waiter of this node that can be lent an account in the very commit that frees it (library-lend.ts): the loan's
+ * record, the writes beside it (its queue entry's removal) and the waiter's lease and event, or undefined when it
+ * cannot take one now (its client is gone).
+ */
+export type DirectLoan = (account: FreedAccount) => { record: StorageOp; ops: StorageOp[]; alongside: PreparedWrite[] } | undefined;
+
+/** The waiter a freeing commit gives its account to: by a loan in that commit when it can, else by a reservation. */
+export interface Heir {
+  id: string;
+  direct?: DirectLoan;
+}
+
+/** What a waiter is given: an account reserved for it, to lend itself; or a loan already committed for it. */
+export type Grant = { reserved: Member; lent?: undefined } | { lent: FreedAccount; reserved?: undefined };
 
 /** A waiter of this node that has an account in hand (given, or being lent). */
 const holdsLocally = (local: LocalWaiter | undefined): boolean => local !== undefined && (local.granted !== undefined || local.busy === true);
 
 interface LocalWaiter {
-  /** Set while the check-out awaits `next`; resolves it with the account reserved for it (undefined: its entry is gone). */
-  wake?: (account: Member | undefined) => void;
-  /** An account reserved for it that it has not taken yet, as the reservation left it. */
-  granted?: Member;
+  /** Set while the check-out awaits `next`; resolves it with what it was given (undefined: its entry is gone). */
+  wake?: (grant: Grant | undefined) => void;
+  /** What it was given and has not taken yet. */
+  granted?: Grant;
   /** Trying to lend what `next` gave it: no other account is reserved for it meanwhile. */
   busy?: boolean;
+  /** How it can be lent an account in the freeing commit, when it can. */
+  direct?: DirectLoan;
+  /**
+   * Its wait ended (deadline, client gone) while a commit was handing it an account: it stays until that commit
+   * settles, so a loan made for it is never left behind by a waiter that already answered.
+   */
+  ending?: boolean;
 }
 
 /** Grants and waits of one mount's library sets on this node. */
 export class LibraryQueue {
   readonly #engine: Engine;
+  readonly #store: QueueStore;
   readonly #pollMs: number;
   /** Waiters of this node, by set and waiter id. */
   readonly #local = new Map<string, Map<string, LocalWaiter>>();
@@ -132,25 +113,17 @@ export class LibraryQueue {
 
   constructor(engine: Engine, pollMs: number) {
     this.#engine = engine;
+    this.#store = queueStore(engine);
     this.#pollMs = pollMs;
   }
 
-  async view(set: string): Promise<QueueView> {
-    const { storage, ctx } = this.#engine;
-    // The counter first: a waiter missing from the listing below was gone before it was read, or holds a later ticket.
-    const counter = await storage.get(ticketKey(set));
-    const next = counter ? Number(counter.toString('utf8')) : 0;
-    const waiters = (await storage.list(queueFolder(set))).map(parseWaiter).filter((w) => w !== undefined);
-    // Each node asked once, whatever number of waiters it has.
-    const alive = new Map<string, boolean>();
-    for (const w of waiters) if (!alive.has(w.node)) alive.set(w.node, await ctx.system.nodeAlive(w.node));
-    const live: Waiter[] = [];
-    for (const waiter of waiters) {
-      if (alive.get(waiter.node)) live.push(waiter);
-      // Its node died (kill -9, or a process before a restart): nothing will ever serve it.
-      else await storage.delete(queueFolder(set) + waiter.id);
-    }
-    return { next, counter, live, liveIds: new Set(live.map((w) => w.id)) };
+  view(set: string): Promise<QueueView> {
+    return this.#store.view(set);
+  }
+
+  /** Check-outs waiting on `set` (the gauge). */
+  waiting(set: string): Promise<number> {
+    return this.#store.count(set);
   }
 
   /**
@@ -189,36 +162,26 @@ export class LibraryQueue {
     return new ThrottledError(`library set "${set}" already has as many check-outs waiting as allowed (${this.#engine.options.libraryMaxWaiters}); retry later`);
   }
 
-  /** Queues up to `count` waiters in one commit, as many as the cap leaves room for. */
+  /** Queues up to `count` waiters (in one commit when stored), as many as the cap leaves room for. */
   async #enqueueBatch(set: string, count: number): Promise<Waiter[]> {
-    const { storage, ctx, options } = this.#engine;
-    for (let attempt = 0; attempt < ENQUEUE_ATTEMPTS; attempt++) {
-      const view = await this.view(set);
-      const room = Math.min(count, options.libraryMaxWaiters - view.live.length);
-      if (room <= 0) return [];
-      const waiters: Waiter[] = Array.from({ length: room }, (_, i) => {
-        const ticket = view.next + i;
-        return { id: `${String(ticket).padStart(TICKET_DIGITS, '0')}.${ctx.system.nodeId}`, ticket, node: ctx.system.nodeId };
-      });
-      const ops: StorageOp[] = [
-        { type: 'put', key: ticketKey(set), value: Buffer.from(String(view.next + room)) },
-        ...waiters.map((w): StorageOp => ({ type: 'put', key: queueFolder(set) + w.id, value: WAITER_VALUE })),
-      ];
-      if (await storage.transaction(ops, [{ key: ticketKey(set), expected: view.counter }])) {
-        let local = this.#local.get(set);
-        if (!local) this.#local.set(set, (local = new Map()));
-        for (const w of waiters) local.set(w.id, {});
-        this.#poll();
-        return waiters;
-      }
-    }
-    throw new ConflictError(`too many check-outs were queueing on library set "${set}" at once; retry the request`);
+    const waiters = await this.#store.add(set, count, this.#engine.options.libraryMaxWaiters);
+    if (waiters.length === 0) return waiters;
+    let local = this.#local.get(set);
+    if (!local) this.#local.set(set, (local = new Map()));
+    for (const w of waiters) local.set(w.id, {});
+    this.#poll();
+    return waiters;
+  }
+
+  /** From now on, `waiter` (of this node) can be lent an account in the commit that frees it. */
+  lendDirectly(set: string, waiter: Waiter, direct: DirectLoan): void {
+    const local = this.#local.get(set)?.get(waiter.id);
+    if (local) local.direct = direct;
   }
 
   /** The writes that take a waiter off the queue when it is served: its entry goes with its loan. */
   served(set: string, waiter: Waiter): { ops: StorageOp[]; conditions: StorageCondition[] } {
-    const key = queueFolder(set) + waiter.id;
-    return { ops: [{ type: 'delete', key }], conditions: [{ key, expected: WAITER_VALUE }] };
+    return this.#store.served(set, waiter);
   }
 
   /**
@@ -229,6 +192,7 @@ export class LibraryQueue {
     const waiters = this.#local.get(set);
     waiters?.delete(waiter.id);
     if (waiters?.size === 0) this.#local.delete(set);
+    await this.#store.remove(set, waiter, !removeEntry, event);
     if (!removeEntry) {
       // Served: an account also reserved for it (two nodes' commits picked it at once) is handed on by this node's
       // pump, or is free to anyone (a reservation of a waiter no longer queued is void). With one node, the commits
@@ -236,7 +200,6 @@ export class LibraryQueue {
       if (this.#engine.ctx.system.shared) this.wake(set);
       return;
     }
-    await this.#engine.storage.transaction([{ type: 'delete', key: queueFolder(set) + waiter.id }], [], event ? [event] : []);
     // Gave up: what was reserved for it goes on at once, on whichever node the next waiter is.
     this.freed(set);
   }
@@ -251,7 +214,7 @@ export class LibraryQueue {
    * Waits until an account is reserved for `waiter` and resolves with its name; undefined once `timeoutMs` has passed,
    * `signal` aborted, or the waiter's entry was dropped (judged stale by another node).
    */
-  next(set: string, waiter: Waiter, timeoutMs: number, signal: AbortSignal | undefined): Promise<Member | undefined> {
+  next(set: string, waiter: Waiter, timeoutMs: number, signal: AbortSignal | undefined): Promise<Grant | undefined> {
     const local = this.#local.get(set)?.get(waiter.id);
     if (!local || timeoutMs <= 0 || signal?.aborted) return Promise.resolve(undefined);
     local.busy = false;
@@ -262,15 +225,18 @@ export class LibraryQueue {
       return Promise.resolve(granted);
     }
     return new Promise((resolve) => {
-      const finish = (account: Member | undefined) => {
+      const finish = (grant: Grant | undefined) => {
         clearTimeout(timer);
         signal?.removeEventListener('abort', aborted);
         local.wake = undefined;
         local.granted = undefined;
-        local.busy = account !== undefined;
-        resolve(account);
+        local.busy = grant !== undefined;
+        resolve(grant);
       };
-      const aborted = () => finish(undefined);
+      const aborted = () => {
+        if (this.#handing.has(waiter.id)) local.ending = true;
+        else finish(undefined);
+      };
       const timer = setTimeout(aborted, timeoutMs);
       signal?.addEventListener('abort', aborted, { once: true });
       local.wake = finish;
@@ -284,28 +250,35 @@ export class LibraryQueue {
    * the check-in's path): a waiter of another node may then get two accounts at once; it takes one, and the
    * other's reservation is void as soon as it is served (its node's pump hands it on).
    */
-  async headFor(set: string): Promise<string | undefined> {
+  async headFor(set: string): Promise<Heir | undefined> {
     const view = await this.view(set);
     const local = this.#local.get(set);
     const head = view.live.find((w) => !this.#handing.has(w.id) && !holdsLocally(local?.get(w.id)));
-    if (head) this.#handing.add(head.id);
-    return head?.id;
+    if (!head) return undefined;
+    this.#handing.add(head.id);
+    const waiter = local?.get(head.id);
+    return { id: head.id, direct: waiter?.ending ? undefined : waiter?.direct };
   }
 
-  /** After the commit that reserved an account for waiter `id`: `freed` is the record that commit wrote. */
-  handed(set: string, id: string | undefined, freed: Member | undefined): void {
-    if (id === undefined) return;
-    this.#handing.delete(id);
-    const local = this.#local.get(set)?.get(id);
-    // A waiter of this node takes it from the record as written, without reading anything (a stale one fails its
-    // compare-and-set, and the waiter looks again).
-    if (local && freed) this.#give(local, freed);
-    else this.#wakeHolder(set, id);
+  /**
+   * After the commit that gave an account to `heir` settled: `grant` is what it committed (a loan for the waiter, or
+   * the record reserving the account for it), undefined when it did not land.
+   */
+  handed(set: string, heir: Heir | undefined, grant: Grant | undefined): void {
+    if (heir === undefined) return;
+    this.#handing.delete(heir.id);
+    const local = this.#local.get(set)?.get(heir.id);
+    // A waiter of this node takes it as written, without reading anything.
+    // A waiter whose wait ended meanwhile still takes a loan made for it (its check-out then answers, or gives it
+    // back when its client is gone), but not a reservation: that is void once it leaves.
+    if (local && grant && (grant.lent || !local.ending)) this.#give(local, grant);
+    else if (local?.ending) local.wake?.(undefined);
+    else this.#wakeHolder(set, heir.id);
   }
 
-  #give(local: LocalWaiter, account: Member): void {
-    if (local.wake) local.wake(account);
-    else local.granted = account;
+  #give(local: LocalWaiter, grant: Grant): void {
+    if (local.wake) local.wake(grant);
+    else local.granted = grant;
   }
 
   /** The node of waiter `id` looks now: this one at once, another through a signal. */
@@ -383,8 +356,12 @@ export class LibraryQueue {
     for (const [id, local] of waiters) {
       const account = held.get(id);
       if (account !== undefined) {
-        if (!local.busy) this.#give(local, account);
-      } else if (!view.liveIds.has(id) && parseWaiter(id)!.ticket < view.next) local.wake?.(undefined);
+        if (!local.busy) this.#give(local, { reserved: account });
+      } else if (!view.liveIds.has(id) && parseWaiter(id)!.ticket < view.next && !this.#handing.has(id)) {
+        // Its entry is gone (judged stale by another node) — unless a commit is lending it an account, which removes
+        // the entry with the loan before that commit's caller hands it over.
+        local.wake?.(undefined);
+      }
     }
   }
 }

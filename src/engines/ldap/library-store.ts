@@ -10,6 +10,7 @@
  */
 import { z } from 'zod';
 import type { StorageCondition, StorageOp } from '../../core/storage/types.ts';
+import { setBounded } from '../../core/bounded-map.ts';
 import { jsonBytes, type StorageView } from '../../core/storage/view.ts';
 
 /** Same grammar as Vault's set names: word characters at both ends, `-` `.` `/` inside. */
@@ -99,10 +100,29 @@ export async function allLibrarySetNames(storage: StorageView): Promise<string[]
 export const putLibrarySetOp = (name: string, set: LibrarySet): StorageOp => ({ type: 'put', key: setKey(name), value: jsonBytes(librarySetSchema.parse(set)) });
 export const deleteLibrarySetOp = (name: string): StorageOp => ({ type: 'delete', key: setKey(name) });
 
+/**
+ * Records read, by their exact text: a set's few records are read many times between changes (every check-out reads
+ * each member; a refused one, in a retry loop, all of them again), and parsing and checking one cost more than the
+ * read. Frozen, as every reader shares them.
+ */
+const parsedAccounts = new Map<string, AccountState>();
+const PARSED_ACCOUNTS_LIMIT = 1024;
+
 export async function readAccount(storage: StorageView, name: string): Promise<AccountSnapshot | undefined> {
   const raw = await storage.get(accountKey(name));
   if (raw === undefined) return undefined;
-  return { state: accountStateSchema.parse(JSON.parse(raw.toString('utf8'))), raw };
+  const text = raw.toString('utf8');
+  let state = parsedAccounts.get(text);
+  if (!state) {
+    state = deepFreeze(accountStateSchema.parse(JSON.parse(text)));
+    setBounded(parsedAccounts, PARSED_ACCOUNTS_LIMIT, text, state);
+  }
+  return { state, raw };
+}
+
+function deepFreeze<T extends object>(value: T): T {
+  for (const field of Object.values(value)) if (field !== null && typeof field === 'object') deepFreeze(field as object);
+  return Object.freeze(value);
 }
 
 export async function listAccountNames(storage: StorageView): Promise<string[]> {

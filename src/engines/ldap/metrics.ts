@@ -7,7 +7,6 @@ import {
   LDAP_DUAL_ACCOUNT_ROLES, LDAP_DYNAMIC_CREDENTIALS, LDAP_LIBRARY_ACCOUNTS, LDAP_LIBRARY_WAITERS, LDAP_ROTATION_FAILURES, LDAP_ROTATION_OVERDUE, LDAP_STATIC_ROLES, LDAP_STATIC_ROLES_FAILING, outstandingLeases, shared,
 } from '../../telemetry/families.ts';
 import type { LdapEngine } from './engine.ts';
-import { countWaiters } from './library-queue.ts';
 import { allLibrarySetNames, readAccount, readLibrarySet } from './library-store.ts';
 import { roleState } from './dual-account.ts';
 import { readRotationFailures } from './rotation-failures.ts';
@@ -29,7 +28,7 @@ export function registerLdapGauges(engine: LdapEngine): void {
     return (['rotation', 'drift'] as const).map((kind) => ({ labels: { kind }, value: kinds.filter((k) => k === kind).length }));
   });
   metrics.gauge(LDAP_LIBRARY_ACCOUNTS, () => libraryAccounts(engine));
-  metrics.gauge(LDAP_LIBRARY_WAITERS, async () => Promise.all((await allLibrarySetNames(engine.storage)).map(async (set) => ({ labels: { set }, value: await countWaiters(engine.storage, set) }))));
+  metrics.gauge(LDAP_LIBRARY_WAITERS, async () => Promise.all((await allLibrarySetNames(engine.storage)).map(async (set) => ({ labels: { set }, value: await engine.libraryWaiters(set) }))));
   metrics.gauge(LDAP_DYNAMIC_CREDENTIALS, outstandingLeases(engine.ctx.system, 'creds/'));
 }
 

@@ -124,6 +124,12 @@ export interface PasswordChangeRequest {
   commitConditions?: StorageCondition[];
   /** Writes of other stores that land in the commit transaction (e.g. the end of a borrower's lease), read just before it. */
   commitAlongside?(): Promise<PreparedWrite[]>;
+  /**
+   * The commit carried writes of another request that may be why its guards failed (a library check-in lending the
+   * account to a waiting check-out in the same commit, whose lease has guards of its own): asked once after a failed
+   * commit; true builds the commit again (`commit` and `commitAlongside` are called anew, and must leave them out).
+   */
+  commitAgain?(): boolean;
   /** Only rotate-root's change is of the bind account; every other change refuses to touch it (refuseBindAccount). */
   rotatesBindAccount?: boolean;
   /**
@@ -228,15 +234,17 @@ export async function changePasswordWithWal(engine: Pick<LdapEngine, 'storage' |
       dn = sentTo;
     }
 
-    const ops = await req.commit(wal.new_password, dn, wal.intent);
-    let recorded: boolean;
-    try {
-      const alongside = (await req.commitAlongside?.()) ?? [];
-      const guards = [...(req.commitConditions ?? []), { key: walKey(req.target), expected: walRaw }];
-      recorded = await storage.transaction([...ops, { type: 'delete', key: walKey(req.target) }], guards, [...alongside, ...fence]);
-    } catch (err) {
-      await verify('unrecorded');
-      throw new UnrecordedPasswordError(err);
+    let recorded = false;
+    for (let attempt = 0; attempt === 0 || (!recorded && attempt === 1 && req.commitAgain?.()); attempt++) {
+      const ops = await req.commit(wal.new_password, dn, wal.intent);
+      try {
+        const alongside = (await req.commitAlongside?.()) ?? [];
+        const guards = [...(req.commitConditions ?? []), { key: walKey(req.target), expected: walRaw }];
+        recorded = await storage.transaction([...ops, { type: 'delete', key: walKey(req.target) }], guards, [...alongside, ...fence]);
+      } catch (err) {
+        await verify('unrecorded');
+        throw new UnrecordedPasswordError(err);
+      }
     }
     if (!recorded) {
       if (req.fence && !(await fenceHolds(engine, req.fence))) {
