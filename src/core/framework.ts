@@ -76,9 +76,10 @@ export interface BackendRequest<F extends Fields = Fields> {
    * Stores this request's lease now, before the engine creates what it guards, so the lease is the
    * write-ahead record: if the process dies after the creation, expiry still runs the engine's revoke. The
    * response must carry the same secret (it is not stored twice). If the handler then fails, the lease is
-   * forgotten: an engine undoes its own partial work before reporting a failure.
+   * forgotten: an engine undoes its own partial work before reporting a failure. `alongside` (its event) is
+   * committed with it.
    */
-  registerLease(secret: SecretResponse): Promise<void>;
+  registerLease(secret: SecretResponse, alongside?: PreparedWrite[]): Promise<void>;
   /**
    * This request's lease as writes for the engine to commit with its own record of the secret
    * (`StorageView.transaction`'s `alongside`): the record and its lease land together or not at all. Once

@@ -132,9 +132,10 @@ export class LeaseManager {
     await Promise.allSettled([...this.#inFlight.values()]);
   }
 
-  async register(entry: NewLease): Promise<LeaseEntry> {
+  /** Stores a lease, with `alongside` (writes committed with it, e.g. its engine's event). */
+  async register(entry: NewLease, alongside: PreparedWrite[] = []): Promise<LeaseEntry> {
     const { lease, write } = this.prepare(entry);
-    await this.#d.view.commit([write]);
+    await this.#d.view.commit([write, ...alongside]);
     return lease;
   }
 

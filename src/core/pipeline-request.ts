@@ -5,7 +5,7 @@ import type { PreparedWrite, StorageView } from './storage/view.ts';
 
 /** How a request's lease is stored by the engine before it answers (see BackendRequest). */
 export interface LeaseHooks {
-  register(secret: SecretResponse): Promise<void>;
+  register(secret: SecretResponse, alongside?: PreparedWrite[]): Promise<void>;
   write(secret: SecretResponse): PreparedWrite;
 }
 

@@ -150,9 +150,9 @@ export class Pipeline {
       return this.#secretLease(secret, mounted, backendReq.leaseId, token);
     };
     const leaseHooks: LeaseHooks = {
-      register: async (secret) => {
+      register: async (secret, alongside) => {
         const entry = lease(secret);
-        await this.leases.register(entry);
+        await this.leases.register(entry, alongside);
         stored = entry;
       },
       write: (secret) => {

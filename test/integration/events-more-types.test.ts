@@ -70,10 +70,15 @@ describe.each([
     await one.core.audit.reopen();
     expect((await one.request('GET', 'sys/mounts')).status).toBe(500);
     await until(() => ofType('audit/device-fail').length === 1, 'the device failure', 15_000);
-    await until(() => ofType('ldap/creds-create').length === 1 && ofType('ldap/creds-create-fail').length === 1 && ofType('ldap/library-check-out-wait-expired').length === 1, 'the other events');
+    await until(() => ofType('ldap/creds-create').length === 2 && ofType('ldap/creds-create-fail').length === 1 && ofType('ldap/library-check-out-wait-expired').length === 1, 'the other events');
 
-    expect(ofType('ldap/creds-create')[0].data.metadata).toEqual({ modified: 'true', operation: 'read', path: 'creds/dyn', name: 'dyn' });
-    expect(ofType('ldap/creds-create-fail')[0].data.metadata).toEqual({ modified: 'false', operation: 'read', path: 'creds/bad', name: 'bad', error: bad.body.errors.join('; ') });
+    expect(ofType('ldap/creds-create').map((e) => e.data.metadata)).toEqual([
+      { modified: 'true', operation: 'read', path: 'creds/dyn', name: 'dyn' }, { modified: 'true', operation: 'read', path: 'creds/bad', name: 'bad' },
+    ]);
+    // A creation that fails is reported after its creds-create (written with the lease, before the account).
+    const credsFailed = ofType('ldap/creds-create-fail')[0];
+    expect(credsFailed.data.metadata).toEqual({ modified: 'false', operation: 'read', path: 'creds/bad', name: 'bad', error: bad.body.errors.join('; ') });
+    expect(credsFailed.sequence).toBeGreaterThan(ofType('ldap/creds-create')[1].sequence);
     expect(ofType('ldap/creds-create')[0].data.plugin_info).toMatchObject({ mount_path: 'ldap/', plugin: 'ldap' });
     // The credential keeps its lease event too.
     expect(ofType('lease/issued').map((e) => e.data.metadata.lease_id)).toContain(dyn.lease_id);

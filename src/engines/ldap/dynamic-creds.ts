@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import { z } from 'zod';
 import { BadRequestError, NotFoundError, StrongroomError } from '../../core/errors.ts';
 import { definePath, type LeaseView, type PathDefinition, type SecretType, type SystemView, lowerName } from '../../core/framework.ts';
+import type { PreparedWrite } from '../../core/storage/view.ts';
 import type { Template } from '../../lib/gotemplate/index.ts';
 import { parseLdif, type LdifRecord } from '../../lib/ldif/index.ts';
 import type { LdapClient, LdifExecResult } from '../../providers/ldap/client.ts';
@@ -113,14 +114,13 @@ function credsPaths(engine: Engine, templates: DynamicTemplates, roles: DynamicR
           const secret = { type: DYNAMIC_CREDS_SECRET_TYPE, ttl, maxTtl: role.max_ttl, renewable: true, internal };
 
           // The lease is stored before the account exists: it is the write-ahead record, so a crash after the
-          // creation still ends in the deletion LDIF (entries already gone count as deleted).
-          await req.registerLease(secret);
-          const report = credsEvent(engine, name);
+          // creation still ends in the deletion LDIF (entries already gone count as deleted). Its event rides with it.
+          await req.registerLease(secret, [credsEvent(engine, name)]);
           await create(client, creation, rollback, { role: name, password, logger: engine.ctx.logger }).catch(async (err: unknown) => {
-            await report('ldap/creds-create-fail', err instanceof StrongroomError ? err.message : 'internal error');
+            await engine.storage.commit([credsEvent(engine, name, err instanceof StrongroomError ? err.message : 'internal error')])
+              .catch((e: unknown) => engine.ctx.logger.warn({ role: name, err: (e as Error).message }, 'the creds-create-fail event could not be recorded'));
             throw err;
           });
-          await report('ldap/creds-create');
           return { data: { distinguished_names: internal.distinguished_names, password, username }, secret };
         },
       },
@@ -129,16 +129,15 @@ function credsPaths(engine: Engine, templates: DynamicTemplates, roles: DynamicR
 }
 
 /**
- * `ldap/creds-create` (the account exists) and `ldap/creds-create-fail` (its creation failed and was rolled back; the
- * error as the client receives it, scrubbed of the password), each its own commit: the lease is the write-ahead record
- * and must precede the account, so neither can ride with it (a crash in between leaves a lease for credentials never
- * handed out, and no event). A store that refuses the event is logged: failing the request for it would make the
- * pipeline forget the lease of an account that exists.
+ * `ldap/creds-create`, committed with the credential's lease: both are written before the account is created (the
+ * lease is the write-ahead record), so no commit is added to the request. When the creation then fails (rolled back,
+ * the lease forgotten: `lease/revoked`), `ldap/creds-create-fail` follows in a commit of its own, with `error` as the
+ * client receives it (scrubbed of the password).
  */
-function credsEvent(engine: Engine, name: string): (type: 'ldap/creds-create' | 'ldap/creds-create-fail', error?: string) => Promise<void> {
-  return (type, error) => engine.storage.commit([engine.ctx.system.event(type, {
+function credsEvent(engine: Engine, name: string, error?: string): PreparedWrite {
+  return engine.ctx.system.event(error === undefined ? 'ldap/creds-create' : 'ldap/creds-create-fail', {
     modified: error === undefined ? 'true' : 'false', operation: 'read', path: `creds/${name}`, name, ...(error === undefined ? {} : { error }),
-  })]).catch((err: unknown) => engine.ctx.logger.warn({ role: name, event: type, err: (err as Error).message }, 'a credential event could not be recorded'));
+  });
 }
 
 async function create(client: Pick<LdapClient, 'executeLdif'>, creation: LdifRecord[], rollback: LdifRecord[], ctx: { role: string; password: string; logger: Logger }): Promise<void> {
