@@ -12,7 +12,7 @@ import { Core, type BackendRegistry } from './core/core.ts';
 import { decodeUnsealKey, UnsealError } from './core/barrier.ts';
 import { PRIVATE_FILE_MODE, privateDir, privateFiles } from './core/storage/file-modes.ts';
 import { MemoryStorage } from './core/storage/memory.ts';
-import { POSTGRES_DEFAULTS, PostgresStorage, type PostgresOptions } from './core/storage/postgres.ts';
+import { POSTGRES_DEFAULTS, type PostgresOptions } from './core/storage/postgres-options.ts';
 import { SqliteStorage } from './core/storage/sqlite.ts';
 import { lockStore, StoreInUseError } from './core/storage/sqlite-lock.ts';
 import { StorageUnavailableError, type Storage } from './core/storage/types.ts';
@@ -90,6 +90,8 @@ export class MissingUnsealKeyError extends UnsealError {}
  */
 async function openPostgres(url: string, options: PostgresOptions): Promise<Storage> {
   try {
+    // Loaded here only: `pg` and the store's code are no part of a start on SQLite or memory storage.
+    const { PostgresStorage } = await import('./core/storage/postgres.ts');
     return await PostgresStorage.open(url, options);
   } catch (err) {
     if (err instanceof StorageUnavailableError) throw err;
