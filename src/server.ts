@@ -164,6 +164,19 @@ export async function createServer(settings: Settings, logger: Logger, overrides
     apiAddress: apiAddress(settings),
     cluster: overrides.cluster,
   });
+  // Built while the SQLite writer thread starts, which the first commit (in core.start) waits for: the app reads nothing
+  // from the core until it serves a request, and the process listens only once createServer has returned.
+  const app = buildApp(core, {
+    logger,
+    maxRequestSize: settings.STRONGROOM_MAX_REQUEST_SIZE,
+    maxUnauthenticatedRequestSize: settings.STRONGROOM_MAX_UNAUTHENTICATED_REQUEST_SIZE,
+    timeouts: {
+      headersMs: settings.STRONGROOM_HEADERS_TIMEOUT * 1000,
+      requestMs: settings.STRONGROOM_REQUEST_TIMEOUT * 1000,
+      keepAliveMs: settings.STRONGROOM_KEEP_ALIVE_TIMEOUT * 1000,
+    },
+    https,
+  });
   let unsealKey: ReturnType<typeof resolveUnsealKey>;
   // Beside a SQLite database the default audit directory is the server's own, like the database's: made if missing.
   if (!settings.STRONGROOM_AUDIT_DIR && storageUrl(settings).startsWith('sqlite:')) mkdirSync(auditDirectory(settings), { recursive: true, mode: 0o700 });
@@ -176,17 +189,6 @@ export async function createServer(settings: Settings, logger: Logger, overrides
     throw err;
   }
   telemetry?.watch({ leases: core.leases, audit: core.audit, leading: () => core.cluster.leading, events: { counters: core.events.outbox.counters, logSize: () => core.events.feed.size } });
-  const app = buildApp(core, {
-    logger,
-    maxRequestSize: settings.STRONGROOM_MAX_REQUEST_SIZE,
-    maxUnauthenticatedRequestSize: settings.STRONGROOM_MAX_UNAUTHENTICATED_REQUEST_SIZE,
-    timeouts: {
-      headersMs: settings.STRONGROOM_HEADERS_TIMEOUT * 1000,
-      requestMs: settings.STRONGROOM_REQUEST_TIMEOUT * 1000,
-      keepAliveMs: settings.STRONGROOM_KEEP_ALIVE_TIMEOUT * 1000,
-    },
-    https,
-  });
   return {
     core, app, storage, rootToken, generatedKeyFile: unsealKey.generated,
     async close() {

@@ -4,7 +4,7 @@ import { dirname } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { setBounded } from '../bounded-map.ts';
 import { PRIVATE_FILE_MODE, privateDir, privateFiles } from './file-modes.ts';
-import type { WireSlice, WriterReply, WriterRequest } from './sqlite-writer.ts';
+import { runWriter, type WireSlice, type WriterReply, type WriterRequest } from './sqlite-writer.ts';
 import { directChildren, isKeyOp, type EventLog, type KeyOp, type LogRecord, type Storage, type StorageCondition, type StorageOp } from './types.ts';
 
 interface Pending {
@@ -72,7 +72,7 @@ export class SqliteStorage implements Storage {
     this.#logStmt = this.#db.prepare('SELECT seq, at, value FROM events WHERE seq > ? ORDER BY seq LIMIT ?');
     this.#getStmt = this.#db.prepare('SELECT value FROM kv WHERE key = ?');
     this.#rangeStmt = this.#db.prepare('SELECT key FROM kv WHERE key >= ? AND key < ? ORDER BY key LIMIT 1000');
-    this.#writer = new Worker(new URL('./sqlite-writer.ts', import.meta.url), { workerData: { path } });
+    this.#writer = new Worker(`(${runWriter})(require('node:sqlite'), require('node:worker_threads'))`, { eval: true, workerData: { path } });
     // Referenced only while a commit is outstanding: an idle store never keeps the process alive.
     this.#writer.unref();
     this.#writer.on('message', (reply: WriterReply) => this.#committed(reply));
