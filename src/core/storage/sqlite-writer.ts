@@ -33,9 +33,12 @@ export function runWriter({ DatabaseSync }: typeof sqlite, { parentPort, receive
   const putStmt = db.prepare('INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value');
   const delStmt = db.prepare('DELETE FROM kv WHERE key = ?');
   const appendStmt = db.prepare('INSERT INTO events (at, value) VALUES (?, ?)');
-  const trimOldStmt = db.prepare('DELETE FROM events WHERE at < ?');
-  // The newest `keep` stay: everything at or below the sequence `keep` records from the end.
-  const trimCountStmt = db.prepare('DELETE FROM events WHERE seq <= (SELECT seq FROM events ORDER BY seq DESC LIMIT 1 OFFSET ?)');
+  // Records older than `before`: those before the first one that is not, found from the oldest on, so a trim reads
+  // what it removes and one record more instead of the whole log (`at` is the commit's clock, rising with `seq`;
+  // should the clock step back, a record is only trimmed later than its age says, never earlier).
+  const trimOldStmt = db.prepare('DELETE FROM events WHERE seq < coalesce((SELECT seq FROM events WHERE at >= ?1 ORDER BY seq LIMIT 1), (SELECT max(seq) FROM events) + 1)');
+  // The newest `keep` stay: the oldest beyond them go, counted from the oldest end (events_count, sqlite.ts).
+  const trimCountStmt = db.prepare('DELETE FROM events WHERE seq IN (SELECT seq FROM events ORDER BY seq LIMIT max(0, (SELECT n FROM events_count) - ?1))');
 
   /** Applies one posted batch inside the open transaction; a guarded write whose conditions fail writes nothing. */
   function apply({ bytes, batch }: WriterRequest): boolean[] {
