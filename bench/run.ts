@@ -18,7 +18,7 @@ const only = process.env.BENCH_ONLY;
 const sections: Array<[string, () => Promise<string[]>]> = [
   ['core pipeline', () => benchCore(seconds)],
   ['start-up', () => benchStartup()],
-  ['lease restart', () => benchLeaseRestart(Number(process.env.BENCH_LEASES ?? 100_000))],
+  ['lease restart', () => benchLeaseRestart((process.env.BENCH_LEASES ?? '100000,1000000').split(',').map(Number))],
   ['cloud secrets', () => benchCloudSecrets(seconds)],
   ['cloud auth', () => benchCloudAuth(seconds)],
   ...ldap.sections,

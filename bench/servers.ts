@@ -32,6 +32,7 @@ import { ldapBackend } from '../src/engines/ldap/index.ts';
 import { loadSettings } from '../src/settings.ts';
 import { testBackend } from '../test/support/test-backend.ts';
 import { startDynamicFloor } from './dynamic-floor.ts';
+import { writeLeases } from './lease-store.ts';
 
 const [mode, dir, count] = process.argv.slice(2);
 // A normal exit on SIGINT lets --cpu-prof write its profile when profiling a server.
@@ -86,19 +87,7 @@ if (mode === 'bare') {
   ready({ url: await startDynamicFloor(join(dir, 'floor.db'), JSON.parse(process.env.BENCH_FLOOR ?? '{}')) });
 } else if (mode === 'leases') {
   const s = await createServer(settingsFor(dir), createLogger('silent'), { backends });
-  const total = Number(count);
-  const now = Date.now();
-  const started = performance.now();
-  for (let i = 0; i < total; i += 2000) {
-    const batch = [];
-    for (let j = i; j < Math.min(total, i + 2000); j++) {
-      // Spread expiries over the default 768h so restart must not load them all.
-      const ttl = 3600 + Math.floor((j / total) * 767 * 3600);
-      batch.push(s.core.leases.register({ id: `kv/creds/bench/${j}`, kind: 'secret', mountPath: 'kv/', secretType: 'test_secret', internal: { name: `n${j}` }, issueTime: now, expireTime: now + ttl * 1000, ttl, maxTtl: 0, renewable: true, tokenSalted: '' }));
-    }
-    await Promise.all(batch);
-  }
-  const seconds = (performance.now() - started) / 1000;
+  const seconds = await writeLeases(s, Number(count));
   await s.close();
   ready({ seconds });
   process.exit(0);
@@ -108,7 +97,9 @@ if (mode === 'bare') {
   const url = await s.app.listen({ host: '127.0.0.1', port: 0 });
   const res = await fetch(`${url}/v1/sys/health`);
   const ms = performance.now() - started;
-  ready({ msToServing: ms, status: res.status, rssMiB: process.memoryUsage().rss / 2 ** 20 });
+  const mem = process.memoryUsage();
+  const MiB = (n: number) => n / 2 ** 20;
+  ready({ msToServing: ms, status: res.status, rssMiB: MiB(mem.rss), heapMiB: MiB(mem.heapUsed), heapTotalMiB: MiB(mem.heapTotal), externalMiB: MiB(mem.external) });
 } else if (mode === 'emulator') {
   const emulator = await startEmulator({
     // Control routes for the benchmark (same process as the emulator's state and request log).

@@ -30,11 +30,11 @@ export async function loadWithCpu(pid: number, url: string, opts: Parameters<typ
 }
 
 /** Starts a child Node process running `script` and resolves when it prints `READY <json>`; `nodeArgs` e.g. --cpu-prof. */
-export function child(script: string, args: string[], env: Record<string, string> = {}, nodeArgs: string[] = []): Promise<{ proc: ChildProcess; info: Record<string, unknown> }> {
+export function child(script: string, args: string[], env: Record<string, string> = {}, nodeArgs: string[] = [], timeoutMs = 120_000): Promise<{ proc: ChildProcess; info: Record<string, unknown> }> {
   return new Promise((resolve, reject) => {
     const proc = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', ...nodeArgs, script, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
     let buf = '';
-    const timer = setTimeout(() => reject(new Error(`${script} did not become ready in 120 s`)), 120_000);
+    const timer = setTimeout(() => reject(new Error(`${script} did not become ready in ${timeoutMs / 1000} s`)), timeoutMs);
     proc.stdout!.on('data', (d) => {
       buf += d;
       const m = /READY (\{.*\})\n/.exec(buf);

@@ -25,9 +25,12 @@ function privateDirectory(): string | undefined {
 
 /** Turns the cache on for every module imported after this call; never throws. */
 export function startCompileCache(): void {
+  // Node itself turned the cache on from NODE_COMPILE_CACHE at start, or found that directory unusable. Asked again
+  // without a directory after such a failure, it would fall back to a shared `node-compile-cache` under /tmp.
+  if (process.env.NODE_COMPILE_CACHE) return;
   try {
-    const dir = process.env.NODE_COMPILE_CACHE ? undefined : privateDirectory();
-    if (process.env.NODE_COMPILE_CACHE || dir) enableCompileCache(dir);
+    const dir = privateDirectory();
+    if (dir) enableCompileCache(dir);
   } catch {
     // No cache: the start is as slow as without one, and otherwise the same.
   }

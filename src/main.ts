@@ -9,8 +9,6 @@ const { createLogger } = await import('./logger.ts');
 const { createServer } = await import('./server.ts');
 const { loadSettings, storageUrl } = await import('./settings.ts');
 const { EXIT, listenFailure, notice, startupFailure, usage } = await import('./startup.ts');
-const { applyAndLog, BootstrapApplyError, BootstrapInvalidError, loadOptions, reloader } = await import('./bootstrap/run.ts');
-const { loadBootstrapFile } = await import('./bootstrap/load.ts');
 
 /**
  * Exit codes (startup.ts lists them): a failure to start is one line on stderr and its code, never a stack trace. A
@@ -63,8 +61,11 @@ async function main(): Promise<void> {
   process.once('SIGINT', () => void stop('SIGINT'));
   process.once('SIGTERM', () => void stop('SIGTERM'));
   const bootstrapFile = settings.STRONGROOM_BOOTSTRAP;
+  // Loaded only with a file to apply: the YAML parser and the bootstrap's schemas are no part of a plain start.
+  const bootstrapRun = bootstrapFile ? await import('./bootstrap/run.ts') : undefined;
   let bootstrap: LoadedFile | undefined;
-  if (bootstrapFile) {
+  if (bootstrapFile && bootstrapRun) {
+    const { BootstrapInvalidError, loadBootstrapFile, loadOptions } = bootstrapRun;
     // Checked whole before the store is even opened: an invalid file changes nothing.
     try {
       bootstrap = loadBootstrapFile(bootstrapFile, loadOptions(settings));
@@ -98,18 +99,18 @@ async function main(): Promise<void> {
     // Printed once, to the terminal only: the token is never logged.
     process.stdout.write(`\nStrongroom initialised. Root token (shown once, store it safely):\n\n    ${server.rootToken}\n\n`);
   }
-  if (bootstrapFile && bootstrap) {
+  if (bootstrapFile && bootstrap && bootstrapRun) {
     try {
-      await applyAndLog(server.core, bootstrapFile, bootstrap, logger);
+      await bootstrapRun.applyAndLog(server.core, bootstrapFile, bootstrap, logger);
     } catch (err) {
       // A stop signal closed the store under the apply: that stop ends the process.
       if (stopping) return;
       process.stderr.write(`strongroom: the bootstrap could not be applied: ${(err as Error).message}\n`);
       await server.close();
-      process.exit(err instanceof BootstrapApplyError ? EXIT_BOOTSTRAP_FAILED : 1);
+      process.exit(err instanceof bootstrapRun.BootstrapApplyError ? EXIT_BOOTSTRAP_FAILED : 1);
     }
   }
-  const reapply = bootstrapFile ? reloader(server.core, bootstrapFile, loadOptions(settings), logger) : undefined;
+  const reapply = bootstrapFile && bootstrapRun ? bootstrapRun.reloader(server.core, bootstrapFile, bootstrapRun.loadOptions(settings), logger) : undefined;
   // Log rotation: file audit devices reopen their files, nothing else (without a handler, SIGHUP would end the
   // process). Re-applying the bootstrap file is its own signal: logrotate must not undo a revocation (docs/bootstrap.md).
   process.on('SIGHUP', () => void server.core.audit.reopen());

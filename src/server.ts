@@ -12,7 +12,7 @@ import { Core, type BackendRegistry } from './core/core.ts';
 import { decodeUnsealKey, UnsealError } from './core/barrier.ts';
 import { PRIVATE_FILE_MODE, privateDir, privateFiles } from './core/storage/file-modes.ts';
 import { MemoryStorage } from './core/storage/memory.ts';
-import { POSTGRES_DEFAULTS, PostgresStorage, type PostgresOptions } from './core/storage/postgres.ts';
+import { POSTGRES_DEFAULTS, type PostgresOptions } from './core/storage/postgres-options.ts';
 import { SqliteStorage } from './core/storage/sqlite.ts';
 import { lockStore, StoreInUseError } from './core/storage/sqlite-lock.ts';
 import { StorageUnavailableError, type Storage } from './core/storage/types.ts';
@@ -90,6 +90,8 @@ export class MissingUnsealKeyError extends UnsealError {}
  */
 async function openPostgres(url: string, options: PostgresOptions): Promise<Storage> {
   try {
+    // Loaded here only: `pg` and the store's code are no part of a start on SQLite or memory storage.
+    const { PostgresStorage } = await import('./core/storage/postgres.ts');
     return await PostgresStorage.open(url, options);
   } catch (err) {
     if (err instanceof StorageUnavailableError) throw err;
@@ -162,6 +164,19 @@ export async function createServer(settings: Settings, logger: Logger, overrides
     apiAddress: apiAddress(settings),
     cluster: overrides.cluster,
   });
+  // Built while the SQLite writer thread starts, which the first commit (in core.start) waits for: the app reads nothing
+  // from the core until it serves a request, and the process listens only once createServer has returned.
+  const app = buildApp(core, {
+    logger,
+    maxRequestSize: settings.STRONGROOM_MAX_REQUEST_SIZE,
+    maxUnauthenticatedRequestSize: settings.STRONGROOM_MAX_UNAUTHENTICATED_REQUEST_SIZE,
+    timeouts: {
+      headersMs: settings.STRONGROOM_HEADERS_TIMEOUT * 1000,
+      requestMs: settings.STRONGROOM_REQUEST_TIMEOUT * 1000,
+      keepAliveMs: settings.STRONGROOM_KEEP_ALIVE_TIMEOUT * 1000,
+    },
+    https,
+  });
   let unsealKey: ReturnType<typeof resolveUnsealKey>;
   // Beside a SQLite database the default audit directory is the server's own, like the database's: made if missing.
   if (!settings.STRONGROOM_AUDIT_DIR && storageUrl(settings).startsWith('sqlite:')) mkdirSync(auditDirectory(settings), { recursive: true, mode: 0o700 });
@@ -174,17 +189,6 @@ export async function createServer(settings: Settings, logger: Logger, overrides
     throw err;
   }
   telemetry?.watch({ leases: core.leases, audit: core.audit, leading: () => core.cluster.leading, events: { counters: core.events.outbox.counters, logSize: () => core.events.feed.size } });
-  const app = buildApp(core, {
-    logger,
-    maxRequestSize: settings.STRONGROOM_MAX_REQUEST_SIZE,
-    maxUnauthenticatedRequestSize: settings.STRONGROOM_MAX_UNAUTHENTICATED_REQUEST_SIZE,
-    timeouts: {
-      headersMs: settings.STRONGROOM_HEADERS_TIMEOUT * 1000,
-      requestMs: settings.STRONGROOM_REQUEST_TIMEOUT * 1000,
-      keepAliveMs: settings.STRONGROOM_KEEP_ALIVE_TIMEOUT * 1000,
-    },
-    https,
-  });
   return {
     core, app, storage, rootToken, generatedKeyFile: unsealKey.generated,
     async close() {

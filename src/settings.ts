@@ -3,7 +3,7 @@ import { dirname, resolve } from 'node:path';
 import { z } from 'zod';
 import type { AuditSettings } from './core/audit/options.ts';
 import { parseDurationSecond } from './core/durations.ts';
-import { POSTGRES_DEFAULTS, type PostgresOptions } from './core/storage/postgres.ts';
+import { POSTGRES_DEFAULTS, type PostgresOptions } from './core/storage/postgres-options.ts';
 import { validateIssuer } from './core/oidc/issuer.ts';
 
 /**

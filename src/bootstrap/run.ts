@@ -9,7 +9,7 @@ import { auditSettings, type Settings } from '../settings.ts';
 import { applyBootstrap, BootstrapApplyError, type BootstrapReport } from './apply.ts';
 import { BootstrapInvalidError, loadBootstrapFile, type LoadedFile, type LoadOptions } from './load.ts';
 
-export { BootstrapApplyError, BootstrapInvalidError };
+export { BootstrapApplyError, BootstrapInvalidError, loadBootstrapFile };
 
 export function loadOptions(settings: Settings): LoadOptions {
   return {

@@ -6,7 +6,8 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 
 /**
  * The operator console (docs/console.md): the files `npm run build:ui` wrote to ui/dist, served at /ui/ from memory,
- * compressed once at start. Only the build's output is served: never the sources, never anything else on disk.
+ * each encoding made once, at the first request that accepts it (at start, brotli at its best level cost ~100 ms of
+ * CPU before the first health answer). Only the build's output is served: never the sources, never anything else.
  */
 const DIST = fileURLToPath(new URL('../../ui/dist/', import.meta.url));
 
@@ -23,7 +24,12 @@ const TYPES: Record<string, string> = {
   '.html': 'text/html; charset=utf-8', '.js': 'text/javascript; charset=utf-8', '.css': 'text/css; charset=utf-8', '.svg': 'image/svg+xml',
 };
 
-interface Asset { type: string; raw: Buffer; gzip: Buffer; br: Buffer }
+type Encoding = 'br' | 'gzip';
+interface Asset { type: string; raw: Buffer; encoded: Partial<Record<Encoding, Buffer>> }
+const ENCODERS: Record<Encoding, (raw: Buffer) => Buffer> = {
+  br: (raw) => brotliCompressSync(raw, { params: { [zlib.BROTLI_PARAM_QUALITY]: 11 } }),
+  gzip: (raw) => gzipSync(raw, { level: 9 }),
+};
 
 function loadAssets(): Map<string, Asset> {
   const assets = new Map<string, Asset>();
@@ -32,7 +38,7 @@ function loadAssets(): Map<string, Asset> {
     const type = TYPES[extname(name)];
     if (!type) continue;
     const raw = readFileSync(join(DIST, name));
-    assets.set(name, { type, raw, gzip: gzipSync(raw, { level: 9 }), br: brotliCompressSync(raw, { params: { [zlib.BROTLI_PARAM_QUALITY]: 11 } }) });
+    assets.set(name, { type, raw, encoded: {} });
   }
   return assets;
 }
@@ -49,10 +55,11 @@ function securityHeaders(reply: FastifyReply): FastifyReply {
 
 function send(req: FastifyRequest, reply: FastifyReply, asset: Asset, cacheControl: string) {
   const accepted = String(req.headers['accept-encoding'] ?? '');
-  const [encoding, body] = /\bbr\b/.test(accepted) ? ['br', asset.br] : /\bgzip\b/.test(accepted) ? ['gzip', asset.gzip] : [undefined, asset.raw];
+  const encoding: Encoding | undefined = /\bbr\b/.test(accepted) ? 'br' : /\bgzip\b/.test(accepted) ? 'gzip' : undefined;
   securityHeaders(reply).header('content-type', asset.type).header('cache-control', cacheControl).header('vary', 'accept-encoding');
-  if (encoding) reply.header('content-encoding', encoding);
-  return reply.send(body);
+  if (!encoding) return reply.send(asset.raw);
+  reply.header('content-encoding', encoding);
+  return reply.send(asset.encoded[encoding] ??= ENCODERS[encoding](asset.raw));
 }
 
 /** The console's routes: /ui redirects to /ui/, which is index.html; the rest are the build's assets by name. */

@@ -8,7 +8,8 @@
  * numbers, `*`, ranges, lists, steps, month and day names, and the @yearly..@hourly descriptors); cron-parser's
  * extensions (a seconds field, L, W, #, H, ?) are refused so a schedule means the same here as anywhere else.
  */
-import { CronExpressionParser, type CronExpression } from 'cron-parser';
+import type { CronExpression } from 'cron-parser';
+import { cronParser } from './first-use.ts';
 
 /** A window shorter than this could close before a busy leader starts the rotation (Vault's minimum too). */
 export const MIN_WINDOW_SECONDS = 3600;
@@ -68,7 +69,7 @@ function standardCron(text: string): string {
 
 function cron(text: string, fromMs: number): CronExpression {
   try {
-    return CronExpressionParser.parse(standardCron(text), { currentDate: new Date(fromMs), tz: 'UTC' });
+    return cronParser().CronExpressionParser.parse(standardCron(text), { currentDate: new Date(fromMs), tz: 'UTC' });
   } catch (err) {
     if (err instanceof ScheduleError) throw err;
     throw new ScheduleError(['rotation_schedule'], `"${text.trim()}" is not a valid schedule (${(err as Error).message})`);

@@ -207,6 +207,18 @@ describe('compose.yaml, run with podman', () => {
     expect(await exec(server.name, ['grep', '^NoNewPrivs', '/proc/1/status'])).toMatch(/^NoNewPrivs:\s+1$/m);
   });
 
+  it('"a start reads the compile cache the image was built with", as the image\'s user, which cannot write it', async () => {
+    // `--version` loads every module a start loads; Node's debug output names each cache entry it reads.
+    const out = await exec(server.name, ['sh', '-c', 'NODE_DEBUG_NATIVE=COMPILE_CACHE node --disable-warning=ExperimentalWarning src/main.ts --version 2>&1']);
+    expect(out).toMatch(/reading cache from \/app\/compile-cache\/v[^/]+-1000\/\w+ for StrippedTypeScript file:\/\/\/app\/src\/server\.ts\.\.\..*\.\.\. success/);
+    expect(out).toContain('V8 code cache for ESM file:///app/src/server.ts was accepted');
+    expect(out).not.toMatch(/Cannot create cache directory|failed/i);
+    // What a start loads only with a bootstrap file was compiled at build time too.
+    const later = await exec(server.name, ['sh', '-c', `NODE_DEBUG_NATIVE=COMPILE_CACHE node --input-type=module -e "await import('./src/bootstrap/run.ts')" 2>&1`]);
+    expect(later).toMatch(/reading cache from \/app\/compile-cache\/v[^/]+-1000\/\w+ for StrippedTypeScript file:\/\/\/app\/src\/bootstrap\/load\.ts\.\.\..*\.\.\. success/);
+    expect(await exec(server.name, ['find', '/app/compile-cache', '(', '!', '-user', '0', '-o', '-perm', '/022', ')', '-print'])).toBe('');
+  });
+
   it('"the image serves the console at /ui/", built in its own stage, with the console\'s headers', async () => {
     const res = await fetch(`http://127.0.0.1:${hostPorts.strongroom}/ui/`);
     expect(res.status).toBe(200);

@@ -82,6 +82,20 @@ describe.each(backends)('Storage contract (%s)', (_name, open) => {
     expect(await s.list('n/1')).toEqual(['00%', '_0']);
   });
 
+  it('"list returns each child once, in order, when folders hold many keys each (as the lease time index does)", after a prefix of multi-byte characters', async () => {
+    const s = await make();
+    // 300 folders of 20 keys, then folders whose names sort next to their keys' ('f-0007/' and 'f-0007.x'), then leaves.
+    const folders = Array.from({ length: 300 }, (_, i) => Array.from({ length: 20 }, (_, j) => `tïmé/f-${String(i).padStart(4, '0')}/${j}`)).flat();
+    const neighbours = ['tïmé/f-0007.x', 'tïmé/f-0007/ü/deep', 'tïmé/f-02990', 'tïmé/f-0299/ü'];
+    const leaves = Array.from({ length: 1500 }, (_, i) => `tïmé/leaf-${String(i).padStart(4, '0')}`);
+    const all = [...folders, ...neighbours, ...leaves];
+    for (let i = 0; i < all.length; i += 500) await s.transaction(puts(all.slice(i, i + 500)));
+    const expected = [...new Set(all.map((k) => { const rest = k.slice('tïmé/'.length); return rest.includes('/') ? rest.slice(0, rest.indexOf('/') + 1) : rest; }))].sort();
+    expect(expected).toHaveLength(300 + 2 + 1500);
+    expect(await s.list('tïmé/')).toEqual(expected);
+    expect(await s.list('tïmé/f-0007/')).toEqual([...Array.from({ length: 20 }, (_, j) => String(j)), 'ü/'].sort());
+  });
+
   it('"list reads a folder of thousands of keys whole: leaves, many small folders, and a folder holding thousands itself"', async () => {
     const s = await make();
     const leaves = Array.from({ length: 2500 }, (_, i) => `big/leaf-${String(i).padStart(4, '0')}`);

@@ -13,7 +13,8 @@ export function captureSqliteWriters(): { writers: WorkerType[]; restore(): void
   threads.Worker = class extends Original {
     constructor(...args: ConstructorParameters<typeof WorkerType>) {
       super(...args);
-      if (String(args[0]).endsWith('/sqlite-writer.ts')) writers.push(this);
+      // The writer runs as the source of sqlite-writer.ts's runWriter (eval).
+      if (/^\(function runWriter\b/.test(String(args[0]))) writers.push(this);
     }
   };
   syncBuiltinESMExports();

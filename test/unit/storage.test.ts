@@ -59,6 +59,22 @@ describe('SqliteStorage durability and group commit', () => {
     check.close();
   });
 
+  it('"a store whose event log predates its kept count is counted when opened, and counted on from there"', async () => {
+    const path = sqlitePath();
+    const old = new DatabaseSync(path);
+    old.exec('CREATE TABLE events (seq INTEGER PRIMARY KEY AUTOINCREMENT, at INTEGER NOT NULL, value BLOB NOT NULL)');
+    const insert = old.prepare('INSERT INTO events (at, value) VALUES (?, ?)');
+    for (let i = 0; i < 7; i++) insert.run(Date.now(), b(`e${i}`));
+    old.close();
+
+    const s = new SqliteStorage(path);
+    expect(await s.log.stats()).toEqual({ count: 7, last: 7 });
+    await s.transaction([{ type: 'append', value: b('e7') }]);
+    expect(await s.log.trim(0, 5)).toBe(3);
+    expect(await s.log.stats()).toEqual({ count: 5, last: 8 });
+    await s.close();
+  });
+
   it('"an acknowledged write is there after reopening the file"', async () => {
     const path = sqlitePath();
     const s = new SqliteStorage(path);

@@ -14,9 +14,10 @@
  * can be refused for up to one interval after a refresh; Entra ID publishes new keys well before
  * signing with them, so that window does not occur in practice.
  */
-import { createLocalJWKSet, decodeProtectedHeader, errors as joseErrors, jwtVerify, type JSONWebKeySet, type JWTPayload } from 'jose';
+import type { createLocalJWKSet, decodeProtectedHeader, JSONWebKeySet, JWTPayload } from 'jose';
 import { z } from 'zod';
 import type { Clock } from '../../core/clock.ts';
+import { jose } from '../../lib/first-use.ts';
 import { BadRequestError, PermissionDeniedError, UpstreamError } from '../../core/errors.ts';
 
 /** Allowed difference between our clock and the directory's for exp and nbf, in seconds. */
@@ -79,7 +80,7 @@ export class JwtVerifier {
     if (!/^[\w-]+\.[\w-]+\.[\w-]*$/.test(jwt)) throw new BadRequestError('invalid value for field "jwt": not a compact JWT (header.payload.signature, base64url)');
     let header: ReturnType<typeof decodeProtectedHeader>;
     try {
-      header = decodeProtectedHeader(jwt);
+      header = jose().decodeProtectedHeader(jwt);
     } catch {
       throw new BadRequestError('invalid value for field "jwt": the header is not base64url-encoded JSON');
     }
@@ -96,7 +97,7 @@ export class JwtVerifier {
     const state = this.#state!;
     let payload: JWTPayload;
     try {
-      ({ payload } = await jwtVerify(jwt, state.keys, {
+      ({ payload } = await jose().jwtVerify(jwt, state.keys, {
         algorithms: ['RS256'],
         issuer: state.issuer,
         audience: this.#opts.audience,
@@ -154,7 +155,7 @@ export class JwtVerifier {
       issuer: discovery.data.issuer,
       tenant,
       kids: new Set(keys.map((k) => k.kid).filter((k): k is string => !!k)),
-      keys: createLocalJWKSet({ keys } as JSONWebKeySet),
+      keys: jose().createLocalJWKSet({ keys } as JSONWebKeySet),
       fetchedAt: this.#opts.clock.now(),
     };
   }
@@ -191,6 +192,7 @@ function rsaModulusBits(n: string): number {
 
 /** Maps jose's errors to messages that name the failed check and never a claim value. */
 function denial(err: unknown): Error {
+  const joseErrors = jose().errors;
   if (err instanceof joseErrors.JWTExpired) return deny('JWT has expired');
   if (err instanceof joseErrors.JWTClaimValidationFailed) {
     switch (err.claim) {

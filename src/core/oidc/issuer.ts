@@ -1,5 +1,6 @@
-import { SignJWT, importJWK, type JWK } from 'jose';
+import type { JWK } from 'jose';
 import { z } from 'zod';
+import { jose } from '../../lib/first-use.ts';
 import type { Clock } from '../clock.ts';
 import { BadRequestError, ConflictError, NotFoundError } from '../errors.ts';
 import type { SystemView } from '../framework.ts';
@@ -224,6 +225,7 @@ export class PluginIdentityIssuer {
     if (!key) throw new BadRequestError(`invalid value for field "identity_token_key": no OIDC key named "${keyName}" exists (create it at identity/oidc/key/${keyName})`);
     const ttl = Math.min(ttlSeconds > 0 ? ttlSeconds : DEFAULT_TOKEN_TTL, key.verification_ttl);
     const now = Math.floor(this.#clock.now() / 1000);
+    const { SignJWT, importJWK } = jose();
     const token = await new SignJWT({ [MOUNT_CLAIM]: { class: entry.class, accessor: entry.accessor, path: entry.path } })
       .setProtectedHeader({ alg: key.signing.algorithm, kid: key.signing.kid, typ: 'JWT' })
       .setIssuer(await this.pluginIssuer())

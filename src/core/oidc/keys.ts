@@ -1,6 +1,7 @@
-import { exportJWK, generateKeyPair, type JWK } from 'jose';
+import type { JWK } from 'jose';
 import { z } from 'zod';
 import { randomUUID } from 'node:crypto';
+import { jose } from '../../lib/first-use.ts';
 import type { PreparedWrite, StorageView } from '../storage/view.ts';
 
 /**
@@ -44,6 +45,7 @@ export function publishedJwk(kid: string, algorithm: SigningAlgorithm, jwk: JWK)
 }
 
 export async function newKeyPair(algorithm: SigningAlgorithm): Promise<KeyPair> {
+  const { exportJWK, generateKeyPair } = jose();
   const { privateKey, publicKey } = await generateKeyPair(algorithm, { extractable: true });
   const kid = randomUUID();
   return { kid, algorithm, private_jwk: await exportJWK(privateKey), public_jwk: await exportJWK(publicKey) };

@@ -1,18 +1,9 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { MAX_KEY_LOCKS, migrate } from './postgres-schema.ts';
+import { POSTGRES_DEFAULTS, type PostgresOptions } from './postgres-options.ts';
 import { EVENTS_CHANNEL, PostgresSignals } from './postgres-signals.ts';
 import { directChildren, StorageUnavailableError, type EventLog, type LogRecord, type SharedStorage, type Storage, type StorageCondition, type StorageOp } from './types.ts';
-
-export interface PostgresOptions {
-  /** Connections this process keeps to the database at most. */
-  poolSize: number;
-  /** The longest one statement may run before PostgreSQL cancels it (and rolls it back), in milliseconds. */
-  statementTimeoutMs: number;
-}
-
-export const POSTGRES_DEFAULTS: PostgresOptions = { poolSize: 10, statementTimeoutMs: 10_000 };
-
 
 /** Connections for the cluster's coordination: the change version poll and the leader lease, never more than two at once. */
 const COORDINATION_POOL_SIZE = 2;
