@@ -75,4 +75,24 @@ describe.each([
     expect(seqs).toEqual([...seqs].sort((a, b) => a - b));
     for (const raw of sub.raw) for (const secret of [config.client_secret as string, issued.data.client_secret, before.data.client_secret, after.data.client_secret]) expect(raw).not.toContain(secret);
   });
+
+  it('"a credential the cloud refuses fires azure/creds-create-fail with the error its caller got, and no azure/creds-create"', async () => {
+    const [one, two] = await nodes();
+    const sub = await subscriber(two.url, sockets)('azure/creds-create*', 'root');
+    const target = seedApp(world.emu.state, { displayName: `events-fail-${Date.now()}` });
+    const config = adminConfig(world);
+    await ok(one, 'POST', 'cloud/config', config);
+    await ok(one, 'POST', 'cloud/roles/onapp', { application_object_id: target.objectId, ttl: '1h' });
+    world.emu.faults.fail({ service: 'graph', path: /addPassword$/ }, 1000, 400);
+    try {
+      const refused = await one.request('GET', 'cloud/creds/onapp');
+      expect(refused.status).toBeGreaterThanOrEqual(400);
+      await until(() => sub.events.length >= 1, 'the failed credential', 30_000);
+      expect(sub.events.map((e) => e.data.event_type)).toEqual(['azure/creds-create-fail']);
+      expect(sub.events[0].data.metadata).toEqual({ modified: 'false', operation: 'read', path: 'creds/onapp', name: 'onapp', error: refused.body.errors.join('; '), attempts: '1' });
+      for (const raw of sub.raw) expect(raw).not.toContain(config.client_secret as string);
+    } finally {
+      world.emu.faults.clear();
+    }
+  });
 });
