@@ -4,6 +4,7 @@ import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ClientSecretCredential } from '@azure/identity';
+import { afterAll, afterEach, beforeAll } from 'vitest';
 import type { Clock } from '../../src/core/clock.ts';
 import { cloudSecretsEngine, type CloudEngineOptions } from '../../src/engines/cloud/index.ts';
 import { seedTenant, type SeededTenant } from './azure-emulator/seed.ts';
@@ -25,6 +26,25 @@ export async function startCloudWorld(opts: EmulatorOptions = {}): Promise<Cloud
   const emu = await startEmulator({ pageSize: 2, ...opts });
   const tenant = seedTenant(emu.state, { groups: ['readers', 'writers'] });
   return { emu, tenant, envFile: await environmentFile(emu, 'cloud-engine-env-') };
+}
+
+/**
+ * A test file's cloud world, filled in before its first test and closed after its last; after each test the emulator's
+ * injected faults are cleared, then `afterEachTest` (closing what the test started) runs.
+ */
+export function cloudWorldPerFile(afterEachTest: () => Promise<void>, opts: EmulatorOptions = {}): CloudWorld {
+  const world = {} as CloudWorld;
+  beforeAll(async () => {
+    Object.assign(world, await startCloudWorld(opts));
+  });
+  afterAll(async () => {
+    await world.emu?.close();
+  });
+  afterEach(async () => {
+    world.emu.faults.clear();
+    await afterEachTest();
+  });
+  return world;
 }
 
 /** Writes the emulator's cloud environment (named ENV_NAME) to a fresh temp dir: the file CLOUD_ENVIRONMENT_FILEPATH names. */
