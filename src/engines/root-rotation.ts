@@ -14,7 +14,7 @@ import { z } from 'zod';
 import type { Clock } from '../core/clock.ts';
 import { BadRequestError, StrongroomError } from '../core/errors.ts';
 import { field } from '../core/fields.ts';
-import { MAX_SCHEDULE_LENGTH, ScheduleError, nextDue, resolveSchedule, retryDelayMs, sameSchedule, storedSchedule, storedScheduleFields, whenToRun } from '../lib/rotation-schedule.ts';
+import { MAX_SCHEDULE_LENGTH, ScheduleError, nextDue, resolveSchedule, retryDelayMs, sameSchedule, scheduleReadFields, storedSchedule, storedScheduleFields, whenToRun } from '../lib/rotation-schedule.ts';
 import type { MountMetrics } from '../core/framework.ts';
 import { ROOT_ROTATIONS_SCHEDULED } from '../telemetry/families.ts';
 import { LeaderTimer } from './leader-timer.ts';
@@ -119,10 +119,7 @@ export function failedState<T extends RootScheduleState>(state: T, now: number, 
 export function rootScheduleView(state: RootScheduleState, now: number): Record<string, unknown> {
   const plan = rootRotationPlan(state, now);
   return {
-    rotation_period: state.rotation_period,
-    rotation_schedule: state.rotation_schedule,
-    rotation_window: state.rotation_window,
-    disable_automated_rotation: state.disable_automated_rotation,
+    ...scheduleReadFields(state),
     ...(plan ? { next_rotation: new Date(plan.runAt).toISOString() } : {}),
     ...(state.root_rotation_error
       ? { last_rotation_error: { message: state.root_rotation_error, time: new Date(state.root_rotation_error_time).toISOString() } }

@@ -130,6 +130,11 @@ export function storedScheduleFields(s: StoredScheduleFields): ScheduleFields {
   };
 }
 
+/** A stored record's schedule fields as a read answers them, 0 and '' included (Vault's four, in its order). */
+export function scheduleReadFields({ rotation_period, rotation_schedule, rotation_window, disable_automated_rotation }: StoredScheduleFields): StoredScheduleFields {
+  return { rotation_period, rotation_schedule, rotation_window, disable_automated_rotation };
+}
+
 /** The schedule of a stored record. */
 export const storedSchedule = (s: StoredScheduleFields): RotationSchedule => scheduleOf(storedScheduleFields(s));
 

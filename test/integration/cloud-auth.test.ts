@@ -1,20 +1,16 @@
 // The cloud auth method through the real HTTP API, verifying tokens minted by this file's emulator
 // (v1 discovery + JWKS) and resources through @azure/arm-compute and @azure/arm-msi over HTTPS.
 import { createHmac, randomUUID } from 'node:crypto';
-import { mkdtemp, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EmulatedResource, UserAssignedIdentity } from '../support/azure-emulator/arm-compute.ts';
 import { seedApp, seedTenant, type SeededTenant } from '../support/azure-emulator/seed.ts';
 import { startEmulator, type Emulator } from '../support/azure-emulator/server.ts';
 import type { MintInput } from '../support/azure-emulator/managed-identity-tokens.ts';
+import { ENV_NAME, environmentFile, READER_ROLE_ID } from '../support/cloud-engine.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 
-const ENV_NAME = 'StrongroomEmulator';
 const RESOURCE = 'https://management.azure.com/';
 const RG = 'rg-app';
-const READER_ROLE_ID = 'acdd72a7-3385-48ef-bd42-f606fba81ae7';
 
 let emu: Emulator;
 let tenant: SeededTenant;
@@ -42,10 +38,7 @@ beforeAll(async () => {
   emu = await startEmulator();
   tenant = seedTenant(emu.state, { groups: ['deployers', 'others'] });
   sub = tenant.subscriptionId;
-  const dir = await mkdtemp(join(tmpdir(), 'cloud-auth-env-'));
-  const envFile = join(dir, 'environment.json');
-  await writeFile(envFile, JSON.stringify(emu.environment(ENV_NAME)));
-  process.env.CLOUD_ENVIRONMENT_FILEPATH = envFile;
+  process.env.CLOUD_ENVIRONMENT_FILEPATH = await environmentFile(emu, 'cloud-auth-env-');
 
   // The server's own identity only reads compute resources: Reader on the subscription.
   const verifierApp = seedApp(emu.state, { displayName: 'strongroom-auth' });

@@ -2,22 +2,17 @@
 // plugin identity token (sub = plugin-identity:root:<class>:<accessor>) through a federated identity
 // credential, so the engine issues and revokes service principals and the auth method verifies a VM
 // while no secret of ours is stored anywhere.
-import { mkdtemp, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createCloudAuth } from '../../src/auth/cloud/index.ts';
 import { cloudSecretsEngine } from '../../src/engines/cloud/index.ts';
 import type { EmulatedResource } from '../support/azure-emulator/arm-compute.ts';
 import { seedApp, seedTenant, type SeededApp, type SeededTenant } from '../support/azure-emulator/seed.ts';
 import { startEmulator, type Emulator } from '../support/azure-emulator/server.ts';
-import { FAST_RETRY } from '../support/cloud-engine.ts';
+import { ENV_NAME, environmentFile, FAST_RETRY, READER_ROLE_ID } from '../support/cloud-engine.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 
-const ENV_NAME = 'StrongroomEmulator';
 const AUDIENCE = 'api://AzureADTokenExchange';
 const RESOURCE = 'https://management.azure.com/';
-const READER_ROLE_ID = 'acdd72a7-3385-48ef-bd42-f606fba81ae7';
 
 let emu: Emulator;
 let tenant: SeededTenant;
@@ -44,10 +39,7 @@ beforeAll(async () => {
   verifier = seedApp(emu.state, { displayName: 'strongroom-auth' });
   emu.state.assignRole(`/subscriptions/${tenant.subscriptionId}`, READER_ROLE_ID, verifier.servicePrincipalId);
   vm = emu.compute.addVirtualMachine({ subscriptionId: tenant.subscriptionId, resourceGroup: 'rg', location: 'eastus', name: 'web01' });
-  const dir = await mkdtemp(join(tmpdir(), 'cloud-federation-env-'));
-  const envFile = join(dir, 'environment.json');
-  await writeFile(envFile, JSON.stringify(emu.environment(ENV_NAME)));
-  const env = { CLOUD_ENVIRONMENT_FILEPATH: envFile };
+  const env = { CLOUD_ENVIRONMENT_FILEPATH: await environmentFile(emu, 'cloud-federation-env-') };
   s = await startTestServer({
     listen: true,
     backends: { secret: { cloud: cloudSecretsEngine({ env, retry: FAST_RETRY }) }, auth: { cloud: createCloudAuth({ envOptions: { env } }) } },

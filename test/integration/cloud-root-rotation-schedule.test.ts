@@ -5,26 +5,17 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { FakeClock } from '../../src/core/clock.ts';
 import { ADMIN_GRAPH_PERMISSIONS, seedApp, type SeededApp } from '../support/azure-emulator/seed.ts';
-import { adminConfig, startCloudServer, startCloudWorld, tokenWorks, type CloudWorld } from '../support/cloud-engine.ts';
+import { adminConfig, cloudWorldPerFile, startCloudServer, tokenWorks } from '../support/cloud-engine.ts';
 import { parseScrape } from '../support/prometheus.ts';
 import type { TestServer } from '../support/server.ts';
 
 const HOUR = 3_600_000;
-let world: CloudWorld;
 const servers: TestServer[] = [];
 const dirs: string[] = [];
-
-beforeAll(async () => {
-  world = await startCloudWorld();
-});
-afterAll(async () => {
-  await world?.emu.close();
-});
-afterEach(async () => {
-  world.emu.faults.clear();
+const world = cloudWorldPerFile(async () => {
   for (const s of servers.splice(0)) await s.close().catch(() => undefined);
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });

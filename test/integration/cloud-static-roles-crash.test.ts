@@ -6,24 +6,15 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, inject, it, vi } from 'vitest';
+import { describe, expect, inject, it, vi } from 'vitest';
 import { seedApp, type SeededApp } from '../support/azure-emulator/seed.ts';
-import { adminConfig, startCloudWorld, type CloudWorld } from '../support/cloud-engine.ts';
+import { adminConfig, cloudWorldPerFile } from '../support/cloud-engine.ts';
 import { startNode, type NodeProcess } from '../support/node-process.ts';
 import { createDatabase } from '../support/postgres.ts';
 
 const postgres = inject('postgres');
-let world: CloudWorld;
 const closers: Array<() => Promise<unknown>> = [];
-
-beforeAll(async () => {
-  world = await startCloudWorld();
-});
-afterAll(async () => {
-  await world?.emu.close();
-});
-afterEach(async () => {
-  world.emu.faults.clear();
+const world = cloudWorldPerFile(async () => {
   while (closers.length) await closers.pop()!().catch(() => undefined);
 });
 

@@ -5,31 +5,22 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { FakeClock } from '../../src/core/clock.ts';
 import { seedApp, type SeededApp } from '../support/azure-emulator/seed.ts';
-import { adminConfig, startCloudServer, startCloudWorld, tokenWorks, type CloudWorld } from '../support/cloud-engine.ts';
+import { adminConfig, cloudWorldPerFile, startCloudServer, tokenWorks } from '../support/cloud-engine.ts';
 import { parseScrape } from '../support/prometheus.ts';
 import type { TestServer } from '../support/server.ts';
 
 const HOUR = 3_600_000;
 const PERIOD = 720 * HOUR;
 let clock = new FakeClock(Date.now());
-let world: CloudWorld;
 const servers: TestServer[] = [];
 const dirs: string[] = [];
-
-beforeAll(async () => {
-  world = await startCloudWorld({ now: () => clock.now(), tokenLifetimeSec: 10 * 365 * 86_400 });
-});
-afterAll(async () => {
-  await world?.emu.close();
-});
-afterEach(async () => {
-  world.emu.faults.clear();
+const world = cloudWorldPerFile(async () => {
   for (const s of servers.splice(0)) await s.close().catch(() => undefined);
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
-});
+}, { now: () => clock.now(), tokenLifetimeSec: 10 * 365 * 86_400 });
 
 const unsealKey = randomBytes(32).toString('base64');
 

@@ -1,21 +1,24 @@
 // The console's rotation-health views against real failures: a static role whose rotation fails (its account was
 // deleted from the directory) and one whose password drifted (reset behind the server's back, found by the
 // leader's verification binds). Real slapd, a fake server clock, headless Chromium.
-import type { Browser } from 'playwright-core';
-import { afterAll, afterEach, beforeAll, describe, expect, inject, it, vi } from 'vitest';
+import { describe, expect, inject, it, vi } from 'vitest';
 import { FakeClock } from '../../src/core/clock.ts';
 import { createIsolatedOu, deleteSubtree, resetPassword, type IsolatedOu } from '../support/slapd.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 import { configure, ok } from '../support/ldap-engine.ts';
-import { closeWatched, goTo, launchChromium, openConsole, signIn, type WatchedPage } from '../support/console-browser.ts';
+import { goTo, signIn } from '../support/console-browser.ts';
+import { consoleBrowser } from '../support/console-suite.ts';
 
 const facts = inject('slapd');
 let s: TestServer;
 let ou: IsolatedOu;
-let browser: Browser;
-let w: WatchedPage | undefined;
 
-beforeAll(async () => {
+const pages = consoleBrowser({ setUp, tearDown: async () => {
+  await s?.close();
+  await ou?.cleanup();
+} });
+
+async function setUp(): Promise<void> {
   const clock = new FakeClock(Date.now());
   s = await startTestServer({ listen: true, clock });
   ou = await createIsolatedOu(facts, { users: 3, serviceAccounts: 0 });
@@ -33,23 +36,11 @@ beforeAll(async () => {
     await clock.advance(200);
     expect((await s.request('GET', 'ldap/static-role/drifty')).body.data.drifted).toBe(true);
   }, { timeout: 15_000, interval: 20 });
-  browser = await launchChromium();
-}, 120_000);
-afterAll(async () => {
-  await browser?.close();
-  await s?.close();
-  await ou?.cleanup();
-});
-afterEach(async () => {
-  const watched = w;
-  w = undefined;
-  expect(await closeWatched(watched)).toEqual([]);
-});
+}
 
 describe('rotation health', () => {
   it('badges say failing ×n with the error, drifted since when, OK otherwise; the filters narrow to each', async () => {
-    w = await openConsole(browser, s.url);
-    const { page } = w;
+    const { page } = await pages.open(s.url);
     await signIn(page, 'root');
     await goTo(page, 'LDAP static roles');
     const failures = (await s.request('LIST', 'ldap/rotation-failures')).body.data.key_info;

@@ -1,42 +1,34 @@
 // The operator console's security model (docs/console.md): the headers of every /ui/ answer, nothing but the build
 // served, buttons from the token's capabilities with the API's 403 shown for a forged click, API strings rendered as
 // text, and the token's life in the page (memory only, sessionStorage on request, renewal, idle drop).
-import type { Browser } from 'playwright-core';
-import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
+import { describe, expect, inject, it } from 'vitest';
 import { createIsolatedOu, type IsolatedOu } from '../support/slapd.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 import { configure, ok } from '../support/ldap-engine.ts';
-import { closeWatched, goTo, launchChromium, openConsole, seriousViolations, signIn, type WatchedPage } from '../support/console-browser.ts';
+import { goTo, seriousViolations, signIn, type WatchedPage } from '../support/console-browser.ts';
+import { consoleBrowser } from '../support/console-suite.ts';
 
 const facts = inject('slapd');
 const XSS = '<img src=x onerror=alert(1)>';
 let s: TestServer;
 let ou: IsolatedOu;
-let browser: Browser;
-let w: WatchedPage | undefined;
 
-beforeAll(async () => {
-  s = await startTestServer({ listen: true });
-  ou = await createIsolatedOu(facts, { users: 3, serviceAccounts: 1 });
-  await configure(s, facts, ou);
-  await ok(s, 'POST', 'ldap/static-role/app', { username: 'user0', rotation_period: '1h' });
-  await ok(s, 'POST', 'ldap/static-role/other', { username: 'user1', rotation_period: '1h' });
-  browser = await launchChromium();
-}, 120_000);
-afterAll(async () => {
-  await browser?.close();
-  await s?.close();
-  await ou?.cleanup();
-});
-afterEach(async () => {
-  const watched = w;
-  w = undefined;
-  expect(await closeWatched(watched)).toEqual([]);
+const pages = consoleBrowser({
+  setUp: async () => {
+    s = await startTestServer({ listen: true });
+    ou = await createIsolatedOu(facts, { users: 3, serviceAccounts: 1 });
+    await configure(s, facts, ou);
+    await ok(s, 'POST', 'ldap/static-role/app', { username: 'user0', rotation_period: '1h' });
+    await ok(s, 'POST', 'ldap/static-role/other', { username: 'user1', rotation_period: '1h' });
+  },
+  tearDown: async () => {
+    await s?.close();
+    await ou?.cleanup();
+  },
 });
 
-async function open(): Promise<WatchedPage> {
-  w = await openConsole(browser, s.url);
-  return w;
+function open(): Promise<WatchedPage> {
+  return pages.open(s.url);
 }
 
 async function tokenWith(policy: string, rules: string, extra: Record<string, unknown> = {}): Promise<{ token: string; accessor: string }> {
@@ -146,8 +138,8 @@ describe('Trusted Types', () => {
     const page = (await open()).page;
     const thrown = await page.evaluate<string>("try { document.body.innerHTML = '<b>x</b>'; 'written' } catch (e) { e.name }");
     expect(thrown).toBe('TypeError');
-    await expect.poll(() => w!.incidents.some((i) => i.includes('CSP violation: require-trusted-types-for'))).toBe(true);
-    w!.incidents.length = 0;
+    await expect.poll(() => pages.current!.incidents.some((i) => i.includes('CSP violation: require-trusted-types-for'))).toBe(true);
+    pages.current!.incidents.length = 0;
   }, 60_000);
 });
 
@@ -160,7 +152,7 @@ describe('the Events screen', () => {
     await expect.poll(() => first.page.getByTestId('stream').textContent(), { timeout: 15_000 }).toMatch(/^Permission denied \(403\): /);
     expect(first.incidents).toEqual([]);
     await first.context.close();
-    w = undefined;
+    pages.forget();
 
     const { token: watcher } = await tokenWith('events', 'path "sys/events/stream/*" { capabilities = ["read"] }\npath "ldap/*" { capabilities = ["subscribe"] subscribe_event_types = ["*"] }');
     const { page } = await open();

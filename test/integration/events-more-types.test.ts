@@ -4,10 +4,9 @@
 // any of them. Real slapd, real audit files, a real WebSocket client.
 import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, inject, it } from 'vitest';
-import type WebSocket from 'ws';
+import { describe, expect, inject, it } from 'vitest';
 import { auditDir, enableFile } from '../support/audit.ts';
-import { oneSqliteNode, subscriber, twoPostgresNodes, until } from '../support/events.ts';
+import { eventTopologies, subscriber, until } from '../support/events.ts';
 import { configure, cred, mountStorage, ok } from '../support/ldap-engine.ts';
 import { createIsolatedOu } from '../support/slapd.ts';
 import { readStaticRole } from '../../src/engines/ldap/static-role-store.ts';
@@ -15,17 +14,9 @@ import { readStaticRole } from '../../src/engines/ldap/static-role-store.ts';
 const postgres = inject('postgres');
 const facts = inject('slapd');
 
-const closers: Array<() => Promise<unknown>> = [];
-const sockets: WebSocket[] = [];
-afterEach(async () => {
-  for (const ws of sockets.splice(0)) ws.terminate();
-  while (closers.length) await closers.pop()!().catch(() => undefined);
-});
+const { closers, sockets, topologies } = eventTopologies(postgres);
 
-describe.each([
-  ['SQLite, one node', () => oneSqliteNode(closers)],
-  ['PostgreSQL, two nodes: produced on one, subscribed on the other', () => twoPostgresNodes(postgres, closers)],
-])('the remaining event types (%s)', (_name, nodes) => {
+describe.each(topologies)('the remaining event types (%s)', (_name, nodes) => {
   it('"ldap/creds-create(-fail), ldap/library-check-out-wait-expired, ldap/dual-account-grace-end (reset and keep) and audit/device-fail fire with their documented metadata; no password in any event"', async () => {
     const ou = await createIsolatedOu(facts, { users: 5, serviceAccounts: 1 });
     closers.push(() => ou.cleanup());

@@ -1,25 +1,16 @@
 // Every event type the LDAP engine and the lease manager produce (docs/events.md), with its documented metadata: on
 // SQLite (one node), and on a 2-node PostgreSQL cluster where the subscriber is on the other node, reading the store.
-import { afterEach, describe, expect, inject, it } from 'vitest';
-import type WebSocket from 'ws';
+import { describe, expect, inject, it } from 'vitest';
 import { createIsolatedOu, deleteSubtree } from '../support/slapd.ts';
 import { configure, ok } from '../support/ldap-engine.ts';
-import { oneSqliteNode, subscriber, twoPostgresNodes, until } from '../support/events.ts';
+import { eventTopologies, subscriber, until } from '../support/events.ts';
 
 const postgres = inject('postgres');
 const facts = inject('slapd');
 
-const closers: Array<() => Promise<unknown>> = [];
-const sockets: WebSocket[] = [];
-afterEach(async () => {
-  for (const ws of sockets.splice(0)) ws.terminate();
-  while (closers.length) await closers.pop()!().catch(() => undefined);
-});
+const { closers, sockets, topologies } = eventTopologies(postgres);
 
-describe.each([
-  ['SQLite, one node', () => oneSqliteNode(closers)],
-  ['PostgreSQL, two nodes: produced on one, subscribed on the other', () => twoPostgresNodes(postgres, closers)],
-])('every event type (%s)', (_name, nodes) => {
+describe.each(topologies)('every event type (%s)', (_name, nodes) => {
   it('"each event type fires with its documented metadata, and the subscriber receives it"', async () => {
     const ou = await createIsolatedOu(facts, { users: 3, serviceAccounts: 2 });
     closers.push(() => ou.cleanup());

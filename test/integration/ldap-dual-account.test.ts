@@ -8,9 +8,9 @@ import { afterEach, beforeEach, describe, expect, inject, it, vi } from 'vitest'
 import { FakeClock } from '../../src/core/clock.ts';
 import { readStaticRole } from '../../src/engines/ldap/static-role-store.ts';
 import { holdingProxy } from '../support/holding-proxy.ts';
+import { leaderChangeWalk } from '../support/leader-change.ts';
 import { configure, cred, ok, mountStorage, ouConfig } from '../support/ldap-engine.ts';
 import { startNode } from '../support/node-process.ts';
-import { createDatabase } from '../support/postgres.ts';
 import { parseScrape } from '../support/prometheus.ts';
 import { testServers, type TestServer } from '../support/server.ts';
 import { canBind, createIsolatedOu, resetPassword, type IsolatedOu } from '../support/slapd.ts';
@@ -363,17 +363,9 @@ describe('restarts and leader changes in the middle of a grace', () => {
 
   describe('on PostgreSQL', () => {
     const postgres = inject('postgres');
-    const timings = { leaseTtlMs: 1500, renewMs: 200, pollMs: 100, heartbeatMs: 300, deadAfterMs: 2000 };
 
     it('"every node serves the same active account; a leader change in the middle of a grace keeps the schedule": the new leader resets at the grace\'s end and switches at the due time', async () => {
-      const db = await createDatabase(postgres);
-      try {
-        const clock = new FakeClock(T0);
-        const node = () => server({ postgresUrl: db.url, unsealKey, clock, cluster: timings });
-        const leaderOf = async (nodes: TestServer[]) => {
-          await vi.waitFor(() => expect(nodes.filter((n) => n.core.cluster.leading)).toHaveLength(1), { timeout: 10_000, interval: 50 });
-          return nodes.find((n) => n.core.cluster.leading)!;
-        };
+      await leaderChangeWalk(postgres, pool, T0, async ({ clock, node, leaderOf }) => {
         const first = await node();
         await leaderOf([first]);
         await configure(first, facts, ou);
@@ -411,10 +403,7 @@ describe('restarts and leader changes in the middle of a grace', () => {
         expect(await binds(0, (await cred(second, 'app')).password)).toBe(true);
         expect(await binds(1, served.password)).toBe(true);
         await second.close();
-      } finally {
-        await pool.closeAll();
-        await db.drop();
-      }
+      });
     });
   });
 });

@@ -8,7 +8,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, inject, i
 import { FakeClock } from '../../src/core/clock.ts';
 import { markDrift } from '../../src/engines/ldap/drift-marks.ts';
 import { configure, cred, ok, mountStorage } from '../support/ldap-engine.ts';
-import { createDatabase } from '../support/postgres.ts';
+import { leaderChangeWalk } from '../support/leader-change.ts';
 import { parseScrape, type Scrape } from '../support/prometheus.ts';
 import { testServers, type TestServer } from '../support/server.ts';
 import { alive, canBind, createIsolatedOu, ensureSlapdInstalled, startSlapd, stopSlapd, type IsolatedOu, type SlapdFacts } from '../support/slapd.ts';
@@ -261,18 +261,9 @@ describe('restarts', () => {
 
 describe('leader changes (nodes on one PostgreSQL database)', () => {
   const postgres = inject('postgres');
-  const timings = { leaseTtlMs: 1500, renewMs: 200, pollMs: 100, heartbeatMs: 300, deadAfterMs: 2000 };
 
   it('"a leader change never rotates a role before its time, and never skips one that came due while no node led: it runs once, as soon as a leader exists, inside its window"', async () => {
-    const db = await createDatabase(postgres);
-    try {
-      const clock = new FakeClock(FRIDAY);
-      const unsealKey = randomBytes(32).toString('base64');
-      const node = () => server({ postgresUrl: db.url, unsealKey, clock, cluster: timings });
-      const leaderOf = async (nodes: TestServer[]) => {
-        await vi.waitFor(() => expect(nodes.filter((n) => n.core.cluster.leading)).toHaveLength(1), { timeout: 10_000, interval: 50 });
-        return nodes.find((n) => n.core.cluster.leading)!;
-      };
+    await leaderChangeWalk(postgres, pool, FRIDAY, async ({ clock, node, leaderOf }) => {
       const first = await node();
       await leaderOf([first]);
       await configure(first, facts, ou);
@@ -309,10 +300,7 @@ describe('leader changes (nodes on one PostgreSQL database)', () => {
       expect(await rotationsCounted(third, 'success')).toBe(1);
       expect(await canBind(facts.url, ou.users[0]!.dn, (await cred(third, 'app')).password)).toBe(true);
       await third.close();
-    } finally {
-      await pool.closeAll();
-      await db.drop();
-    }
+    });
   });
 });
 

@@ -4,6 +4,7 @@ import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ClientSecretCredential } from '@azure/identity';
+import { afterAll, afterEach, beforeAll } from 'vitest';
 import type { Clock } from '../../src/core/clock.ts';
 import { cloudSecretsEngine, type CloudEngineOptions } from '../../src/engines/cloud/index.ts';
 import { seedTenant, type SeededTenant } from './azure-emulator/seed.ts';
@@ -11,6 +12,8 @@ import { startEmulator, type Emulator, type EmulatorOptions } from './azure-emul
 import { startTestServer, type TestServer, type TestServerOptions } from './server.ts';
 
 export const ENV_NAME = 'StrongroomEmulator';
+/** Azure's built-in Reader role (seeded in the emulator). */
+export const READER_ROLE_ID = 'acdd72a7-3385-48ef-bd42-f606fba81ae7';
 export const FAST_RETRY = { baseDelayMs: 20, maxDelayMs: 400, deadlineMs: 10_000, maxAttempts: 60 };
 
 export interface CloudWorld {
@@ -22,10 +25,34 @@ export interface CloudWorld {
 export async function startCloudWorld(opts: EmulatorOptions = {}): Promise<CloudWorld> {
   const emu = await startEmulator({ pageSize: 2, ...opts });
   const tenant = seedTenant(emu.state, { groups: ['readers', 'writers'] });
-  const dir = await mkdtemp(join(tmpdir(), 'cloud-engine-env-'));
+  return { emu, tenant, envFile: await environmentFile(emu, 'cloud-engine-env-') };
+}
+
+/**
+ * A test file's cloud world, filled in before its first test and closed after its last; after each test the emulator's
+ * injected faults are cleared, then `afterEachTest` (closing what the test started) runs.
+ */
+export function cloudWorldPerFile(afterEachTest: () => Promise<void>, opts: EmulatorOptions = {}): CloudWorld {
+  const world = {} as CloudWorld;
+  beforeAll(async () => {
+    Object.assign(world, await startCloudWorld(opts));
+  });
+  afterAll(async () => {
+    await world.emu?.close();
+  });
+  afterEach(async () => {
+    world.emu.faults.clear();
+    await afterEachTest();
+  });
+  return world;
+}
+
+/** Writes the emulator's cloud environment (named ENV_NAME) to a fresh temp dir: the file CLOUD_ENVIRONMENT_FILEPATH names. */
+export async function environmentFile(emu: Emulator, prefix: string): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), prefix));
   const envFile = join(dir, 'environment.json');
   await writeFile(envFile, JSON.stringify(emu.environment(ENV_NAME)));
-  return { emu, tenant, envFile };
+  return envFile;
 }
 
 export async function startCloudServer(world: CloudWorld, opts: { env?: Record<string, string>; clock?: Clock; engine?: CloudEngineOptions } & Pick<TestServerOptions, 'storage' | 'dataDir' | 'unsealKey'> = {}): Promise<TestServer> {

@@ -1,5 +1,6 @@
 /** Event subscribers for tests: a real WebSocket client (the `ws` package) on Vault's subscribe endpoint. */
 import { randomBytes } from 'node:crypto';
+import { afterEach } from 'vitest';
 import WebSocket from 'ws';
 import type { ClusterTimings } from '../../src/core/cluster.ts';
 import { createDatabase, type PostgresFacts } from './postgres.ts';
@@ -68,4 +69,23 @@ export async function twoPostgresNodes(postgres: Pick<PostgresFacts, 'adminUrl' 
   };
   const first = await start();
   return [first, await start()];
+}
+
+/**
+ * The frame the event-type tests share: what a test opens goes into `closers` and `sockets`, released after each test;
+ * `topologies` is the `describe.each` table of where events are produced and subscribed to (one SQLite node; two
+ * PostgreSQL nodes, produced on the first and subscribed on the second).
+ */
+export function eventTopologies(postgres: Pick<PostgresFacts, 'adminUrl' | 'host' | 'port' | 'user'>) {
+  const closers: Closers = [];
+  const sockets: WebSocket[] = [];
+  afterEach(async () => {
+    for (const ws of sockets.splice(0)) ws.terminate();
+    while (closers.length) await closers.pop()!().catch(() => undefined);
+  });
+  const topologies: Array<[string, () => Promise<[TestServer, TestServer]>]> = [
+    ['SQLite, one node', () => oneSqliteNode(closers)],
+    ['PostgreSQL, two nodes: produced on one, subscribed on the other', () => twoPostgresNodes(postgres, closers)],
+  ];
+  return { closers, sockets, topologies };
 }

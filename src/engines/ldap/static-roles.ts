@@ -8,7 +8,7 @@ import { definePath, type BackendRequest, lowerName } from '../../core/framework
 import type { PreparedWrite } from '../../core/storage/view.ts';
 import { dnEquals, isValidDn } from '../../providers/ldap/dn.ts';
 import { LdapProviderError } from '../../providers/ldap/errors.ts';
-import { ScheduleError, resolveSchedule, sameSchedule, storedSchedule, storedScheduleFields, type ScheduleFields } from '../../lib/rotation-schedule.ts';
+import { ScheduleError, resolveSchedule, sameSchedule, scheduleReadFields, storedSchedule, storedScheduleFields, type ScheduleFields } from '../../lib/rotation-schedule.ts';
 import { dnKey, refuseBindAccount, usernameKey } from './accounts.ts';
 import { missingConfigError, readConfig } from './config-store.ts';
 import type { LdapEngine, LdapEnginePart } from './engine.ts';
@@ -215,10 +215,7 @@ async function readData(engine: LdapEngine, role: StaticRole): Promise<Record<st
   return {
     dn: role.dn,
     username: role.username,
-    rotation_period: role.rotation_period,
-    rotation_schedule: role.rotation_schedule,
-    rotation_window: role.rotation_window,
-    disable_automated_rotation: role.disable_automated_rotation,
+    ...scheduleReadFields(role),
     password_policy: role.password_policy,
     ...(role.last_rotation ? { last_service_rotation: rfc3339(role.last_rotation) } : {}),
     ...(plan ? { next_rotation: rfc3339(plan.runAt) } : {}),
