@@ -77,6 +77,21 @@ export class PolicyStore {
     return name === 'root' || (await this.#acl.get(normalizePolicyName(name))) !== undefined;
   }
 
+  /** ACLs by the policy list object of a cached token entry, with the generation they were built in. */
+  readonly #byList = new WeakMap<readonly string[], { generation: number; acl: Acl }>();
+
+  /**
+   * The merged ACL of a policy set when it is built already, without a promise or a key to join: a request asks with
+   * its token's cached entry, whose policy list is the same object every time. Undefined: ask `aclFor`.
+   */
+  builtAcl(policies: readonly string[]): Acl | undefined {
+    const known = this.#byList.get(policies);
+    if (known && known.generation === this.#generation) return known.acl;
+    const acl = policies.includes('root') ? Acl.root() : this.#acls.get(policies.join('\n'));
+    if (acl) this.#byList.set(policies, { generation: this.#generation, acl });
+    return acl;
+  }
+
   /** The merged ACL for a token's policy set; names that no longer exist simply grant nothing. */
   async aclFor(policies: string[]): Promise<Acl> {
     if (policies.includes('root')) return Acl.root();
