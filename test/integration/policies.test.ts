@@ -25,6 +25,22 @@ describe('sys/policies/acl', () => {
     expect((await s.request('LIST', 'sys/policies/acl')).body.data.keys).toEqual(expect.arrayContaining(['default', 'json', 'reader', 'root']));
   });
 
+  it('"a policy rewritten or deleted governs the very next request of a token that holds it, on every spelling of the path"', async () => {
+    const name = 'rewritten';
+    await s.request('PUT', `sys/policies/acl/${name}`, { body: { policy: 'path "secret/data/app/*" { capabilities = ["read"] }' } });
+    const token = (await s.request('POST', 'auth/token/create', { body: { policies: [name] } })).body.auth.client_token;
+    const read = (path: string) => s.request('GET', path, { token }).then((r) => r.status);
+    // Asked twice: the second answer comes from the ACL built for the first.
+    for (let i = 0; i < 2; i++) expect(await read('secret/data/app/one')).toBe(200);
+    await s.request('PUT', `sys/policies/acl/${name}`, { body: { policy: 'path "secret/data/app/*" { capabilities = ["deny"] }' } });
+    for (const path of ['secret/data/app/one', 'secret/data/app/two', 'secret//data/app/one']) expect(await read(path), path).toBe(403);
+    await s.request('PUT', `sys/policies/acl/${name}`, { body: { policy: 'path "secret/data/+/two" { capabilities = ["read"] }' } });
+    expect(await read('secret/data/app/two')).toBe(200);
+    expect(await read('secret/data/app/one')).toBe(403);
+    await s.request('DELETE', `sys/policies/acl/${name}`);
+    expect(await read('secret/data/app/two')).toBe(403);
+  });
+
   it('"a policy that does not parse is 400 naming the line"', async () => {
     const r = await s.request('PUT', 'sys/policies/acl/bad', { body: { policy: 'path "x" {\n  capabilities = ["reed"]\n}' } });
     expect(r.status).toBe(400);
