@@ -271,14 +271,22 @@ class TimedStorage extends LayeredStorage {
     this.#timers = timers;
   }
 
-  /** Arguments are evaluated in order: the clock is read before the call starts. */
-  async #timed<T>(op: StorageOperation, started: number, call: Promise<T>): Promise<T> {
-    try {
-      return await call;
-    } finally {
+  /**
+   * Arguments are evaluated in order: the clock is read before the call starts. Callbacks on the call's promise, not an
+   * async function: one promise per storage operation instead of two and an await (every request reads storage).
+   */
+  #timed<T>(op: StorageOperation, started: number, call: Promise<T>): Promise<T> {
+    const observe = () => {
       const now = performance.now();
       this.#timers[op].observe(now - started, now);
-    }
+    };
+    return call.then((value) => {
+      observe();
+      return value;
+    }, (err: unknown) => {
+      observe();
+      throw err;
+    });
   }
 
   get(key: string): Promise<Buffer | undefined> {
