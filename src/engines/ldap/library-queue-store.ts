@@ -140,14 +140,10 @@ class StoredQueues implements QueueStore {
     if (!served) await this.#engine.storage.transaction([{ type: 'delete', key: queueFolder(set) + waiter.id }], [], event ? [event] : []);
   }
 
+  /** Stale entries included until a node drops them: no liveness reads per scrape. */
   async count(set: string): Promise<number> {
-    return countStoredWaiters(this.#engine.storage, set);
+    return (await this.#engine.storage.list(queueFolder(set))).length;
   }
-}
-
-/** Entries in a set's stored queue, stale ones included until a node drops them (no liveness reads per scrape). */
-export async function countStoredWaiters(storage: StorageView, set: string): Promise<number> {
-  return (await storage.list(queueFolder(set))).length;
 }
 
 /** One process's queues: tickets from a counter per set, in the order check-outs asked. */
