@@ -131,21 +131,48 @@ export class TokenStore {
    * Returns the live entry for a presented token. Expired, used-up and revoking tokens count as absent, and so
    * does a token with such an ancestor: revoking a token refuses its whole tree at once, before the tree is walked.
    */
-  async lookup(token: string): Promise<TokenEntry | undefined> {
+  lookup(token: string): Promise<TokenEntry | undefined> {
     return this.lookupLive(this.salt(token));
   }
 
-  /** `lookup` by salted id, for callers that reach a token through its accessor. */
-  async lookupLive(salted: string): Promise<TokenEntry | undefined> {
-    const entry = await this.lookupSalted(salted);
+  /**
+   * `lookup` by salted id, for callers that reach a token through its accessor. A token whose records are all cached
+   * is answered without a storage read or an async step (every request looks its token up); otherwise the missing
+   * records are read one by one and the same walk runs again.
+   */
+  lookupLive(salted: string): Promise<TokenEntry | undefined> {
+    const cache = this.#cache;
+    const known = cache ? this.#walk(salted, (s) => cache.get(s)) : undefined;
+    return known === undefined || typeof known !== 'string' ? Promise.resolve(known?.entry) : this.#lookupStored(salted);
+  }
+
+  async #lookupStored(salted: string): Promise<TokenEntry | undefined> {
+    const read = new Map<string, TokenEntry | null>();
+    // Each turn reads one more record of the chain, which #walk bounds by MAX_DEPTH.
+    for (;;) {
+      const walked = this.#walk(salted, (s) => read.get(s));
+      if (typeof walked !== 'string') return walked?.entry;
+      read.set(walked, (await this.lookupSalted(walked)) ?? null);
+    }
+  }
+
+  /**
+   * The live entry for `salted` from the records `get` has (null: known absent), undefined when it is not live, or
+   * the salted id of the first record of its chain that `get` lacks.
+   */
+  #walk(salted: string, get: (salted: string) => TokenEntry | null | undefined): { entry: TokenEntry } | undefined | string {
+    const entry = get(salted);
+    if (entry === undefined) return salted;
     if (!entry || !this.#live(entry)) return undefined;
     for (let parent = entry.parent, depth = 0; parent !== ''; depth++) {
-      const ancestor = depth < TokenStore.MAX_DEPTH ? await this.lookupSalted(parent) : undefined;
       // A missing ancestor means its revocation is under way or was interrupted: fail closed.
+      if (depth >= TokenStore.MAX_DEPTH) return undefined;
+      const ancestor = get(parent);
+      if (ancestor === undefined) return parent;
       if (!ancestor || !this.#live(ancestor)) return undefined;
       parent = ancestor.parent;
     }
-    return entry;
+    return { entry };
   }
 
   /** Token trees deeper than this are refused at creation and at lookup. */

@@ -206,9 +206,11 @@ function endOfTurn(): Promise<void> {
   })));
 }
 
+const asIs = (body: string) => body;
+
 function sendCoreResponse(reply: FastifyReply, res: CoreResponse) {
   reply.status(res.status).headers(res.headers);
   if (res.headers['cache-control'] === undefined) reply.header('cache-control', 'no-store');
-  // Bytes, so Fastify leaves the content type as set (see `fail`).
-  return reply.send(typeof res.body === 'string' ? Buffer.from(res.body) : (res.body ?? null));
+  if (typeof res.body !== 'string') return reply.send(res.body ?? null);
+  return reply.serializer(asIs).send(res.body);
 }
