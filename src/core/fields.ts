@@ -253,7 +253,9 @@ export type FieldValues<F extends Fields> = { [K in keyof F]: F[K] extends Field
 export function validateFields<F extends Fields>(fields: F, input: Record<string, unknown>): { values: FieldValues<F>; errors: string[] } {
   const values: Record<string, unknown> = {};
   const errors: string[] = [];
-  for (const [name, def] of Object.entries(fields)) {
+  // for-in rather than Object.entries: no array of pairs on every request (field tables are plain literals).
+  for (const name in fields) {
+    const def = fields[name]!;
     if (!Object.hasOwn(input, name) || input[name] === undefined) {
       if (def.required) errors.push(`missing required field "${name}"`);
       values[name] = def.default;

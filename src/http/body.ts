@@ -26,6 +26,8 @@ export function parseBody(raw: string): Record<string, unknown> | undefined {
 
 export function parseQuery(search: string): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = {};
+  // Most requests send none, and URLSearchParams costs an object and an iterator even for nothing.
+  if (search === '') return out;
   for (const [k, v] of new URLSearchParams(search)) {
     const prev = out[k];
     out[k] = prev === undefined ? v : Array.isArray(prev) ? [...prev, v] : [prev, v];
@@ -45,11 +47,14 @@ export function splitTarget(target: string): { path: string; search: string } | 
   const q = target.indexOf('?');
   const rawPath = q === -1 ? target : target.slice(0, q);
   if (!rawPath.startsWith('/v1/')) return undefined;
-  let path: string;
-  try {
-    path = decodeURIComponent(rawPath.slice('/v1/'.length));
-  } catch {
-    throw new BadRequestError('the request path is not valid percent-encoding');
+  let path = rawPath.slice('/v1/'.length);
+  // Without a '%' there is nothing to decode (decodeURIComponent would return the same string).
+  if (path.includes('%')) {
+    try {
+      path = decodeURIComponent(path);
+    } catch {
+      throw new BadRequestError('the request path is not valid percent-encoding');
+    }
   }
   return { path, search: q === -1 ? '' : target.slice(q) };
 }
