@@ -44,10 +44,9 @@ export class PathTable {
    */
   canonicalise(path: string, match: PathMatch): { path: string; match: PathMatch } {
     const canonical = match.def.canonical;
-    if (!canonical) return { path, match };
+    if (!canonical || isCanonical(canonical, match.params)) return { path, match };
     const names = Object.keys(canonical).filter((n) => match.params[n] !== undefined);
     const values = new Map(names.map((n) => [n, canonical[n]!(match.params[n]!)]));
-    if (names.every((n) => values.get(n) === match.params[n])) return { path, match };
     const spans = this.#withIndices.get(match.def)!.exec(path)!.indices!.groups!;
     let out = path;
     // Right to left, so earlier spans keep their positions.
@@ -62,6 +61,15 @@ export class PathTable {
     }
     return { path: out, match: again };
   }
+}
+
+/** Whether every canonical-named param is spelled canonically already (the usual request), without allocating. */
+function isCanonical(canonical: NonNullable<PathDefinition['canonical']>, params: Record<string, string>): boolean {
+  for (const name in canonical) {
+    const value = params[name];
+    if (value !== undefined && canonical[name]!(value) !== value) return false;
+  }
+  return true;
 }
 
 /** The text every path a pattern matches starts with ('' when the pattern could start with anything). */
