@@ -142,8 +142,9 @@ export class TokenStore {
    */
   lookupLive(salted: string): Promise<TokenEntry | undefined> {
     const cache = this.#cache;
-    const known = cache ? this.#walk(salted, (s) => cache.get(s)) : undefined;
-    return known === undefined || typeof known !== 'string' ? Promise.resolve(known?.entry) : this.#lookupStored(salted);
+    if (!cache) return this.#lookupStored(salted);
+    const known = this.#walk(salted, (s) => cache.get(s));
+    return typeof known === 'string' ? this.#lookupStored(salted) : Promise.resolve(known?.entry);
   }
 
   async #lookupStored(salted: string): Promise<TokenEntry | undefined> {
