@@ -58,8 +58,11 @@ async function main(): Promise<void> {
     logger.info({ signal }, 'strongroom stopped');
     process.exit(EXIT.stopped);
   };
-  process.once('SIGINT', () => void stop('SIGINT'));
-  process.once('SIGTERM', () => void stop('SIGTERM'));
+  // `on`, not `once`: with its last listener gone Node restores the default action, and a second signal while the
+  // close runs (an orchestrator or a harness sending it twice, Ctrl-C twice) would kill the process by that signal
+  // instead of letting the close finish and exit 0. `stopping` makes the repeat a no-op.
+  process.on('SIGINT', () => void stop('SIGINT'));
+  process.on('SIGTERM', () => void stop('SIGTERM'));
   const bootstrapFile = settings.STRONGROOM_BOOTSTRAP;
   // Loaded only with a file to apply: the YAML parser and the bootstrap's schemas are no part of a plain start.
   const bootstrapRun = bootstrapFile ? await import('./bootstrap/run.ts') : undefined;

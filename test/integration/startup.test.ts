@@ -282,6 +282,18 @@ describe('what an operator must see', () => {
     expect(n.logs.at(-1)).toMatchObject({ msg: 'strongroom stopped', signal: 'SIGTERM' });
   });
 
+  it('"a stop signal sent again while the server stops changes nothing": the close finishes and the exit is 0', async () => {
+    const n = await start(freshDir());
+    n.proc.kill('SIGTERM');
+    // The second signal lands while the close runs (it takes some milliseconds after this line); polled without a
+    // timer's delay, so the repeat is sent before the exit.
+    for (let i = 0; i < 100_000 && !n.logs.some((l) => l.msg === 'shutting down'); i++) await new Promise((resolve) => setImmediate(resolve));
+    n.proc.kill('SIGTERM');
+    await n.stop();
+    expect({ code: n.proc.exitCode, signal: n.proc.signalCode }).toEqual({ code: 0, signal: null });
+    expect(n.logs.at(-1)).toMatchObject({ msg: 'strongroom stopped', signal: 'SIGTERM' });
+  });
+
   it('"a node logs when it starts following, when it leads, and when it stops leading"', async () => {
     const db = await createDatabase(inject('postgres'));
     try {
