@@ -2,6 +2,22 @@ import { saveCompileCache, startCompileCache } from './compile-cache.ts';
 import type { Server } from './server.ts';
 import type { LoadedFile } from './bootstrap/load.ts';
 
+/**
+ * What SIGTERM and SIGINT do; main() takes over once it has a logger and a server to close. Installed before the
+ * modules load, most of a start's time (seconds on a loaded machine with a cold compile cache): without a listener
+ * Node's own handler re-raises the signal, which as PID 1 in a container has no default action, so a stop signal that
+ * came before main() installed its handlers was lost and the server started anyway, to be killed when the stop timed
+ * out. With one, the signal is kept and handled at the event loop's next turn (loading the modules does not yield to
+ * it), usually by main()'s stop; one handled earlier finds nothing open and ends the process with the code of a stop
+ * (EXIT.stopped, whose module is not loaded yet).
+ */
+let onStopSignal: (signal: NodeJS.Signals) => void = () => process.exit(0);
+// `on`, not `once`: with its last listener gone Node restores the default action, and a second signal while the close
+// runs (an orchestrator or a harness sending it twice, Ctrl-C twice) would kill the process by that signal instead of
+// letting the close finish and exit 0.
+process.on('SIGINT', () => onStopSignal('SIGINT'));
+process.on('SIGTERM', () => onStopSignal('SIGTERM'));
+
 // Before the rest is loaded (hence the dynamic imports): every module below is stripped and compiled through the cache.
 startCompileCache();
 const { VERSION } = await import('./core/version.ts');
@@ -45,8 +61,8 @@ async function main(): Promise<void> {
     fail(startupFailure(err));
   }
   const logger = createLogger(settings.STRONGROOM_LOG_LEVEL);
-  // Installed before anything slow (unseal, waiting for a peer or the database, the bootstrap): as PID 1 in a
-  // container Node gets no default handler, so a stop signal during start-up would otherwise be ignored until killed.
+  // Taken over before anything slow (unseal, waiting for a peer or the database, the bootstrap): from here a stop
+  // signal closes what start-up has opened.
   let server: Server | undefined;
   let stopping = false;
   const stop = async (signal: string) => {
@@ -58,8 +74,8 @@ async function main(): Promise<void> {
     logger.info({ signal }, 'strongroom stopped');
     process.exit(EXIT.stopped);
   };
-  process.once('SIGINT', () => void stop('SIGINT'));
-  process.once('SIGTERM', () => void stop('SIGTERM'));
+  // A repeated signal is a no-op (`stopping`).
+  onStopSignal = (signal) => void stop(signal);
   const bootstrapFile = settings.STRONGROOM_BOOTSTRAP;
   // Loaded only with a file to apply: the YAML parser and the bootstrap's schemas are no part of a plain start.
   const bootstrapRun = bootstrapFile ? await import('./bootstrap/run.ts') : undefined;

@@ -20,20 +20,6 @@ async function documents(): Promise<Array<{ name: string; blocks: ShellBlock[] }
     ...docs.map((f) => ({ name: `docs/${f}`, blocks: fileBlocks(join(ROOT, 'docs', f), `docs/${f}`) }))];
 }
 
-/** A port whose next two are free as well: the emulator serves login, Graph and ARM on consecutive ports. */
-async function freePortRun(): Promise<number> {
-  const { createServer } = await import('node:net');
-  const bindable = (port: number): Promise<boolean> => new Promise((resolve) => {
-    const srv = createServer().once('error', () => resolve(false));
-    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
-  });
-  for (let attempt = 0; attempt < 20; attempt++) {
-    const port = await freePort();
-    if (port + 2 < 65536 && (await bindable(port + 1)) && (await bindable(port + 2))) return port;
-  }
-  throw new Error('no three consecutive free ports');
-}
-
 interface Run { code: number | null; output: string; seconds: number }
 
 /** Runs a script with bash in its own process group, which is killed afterwards with whatever the blocks started. */
@@ -94,11 +80,11 @@ describe('the marker convention', () => {
 describe('README.md and docs/*.md walkthroughs', () => {
   it('"every block runs when pasted, in order, on a fresh machine"', { timeout: RUN_LIMIT_MS + 30_000 }, async () => {
     const blocks = (await documents()).flatMap((d) => d.blocks);
-    const emulatorPort = await freePortRun();
     const overrides = {
       VAULT_ADDR: `http://127.0.0.1:${await freePort()}`,
       LDAP_PORT: String(await freePort()),
-      EMULATOR_PORT: String(emulatorPort),
+      // The blocks learn the emulator's addresses from its files, so it may bind ports the system picks.
+      EMULATOR_PORT: '0',
     };
     // mktemp -d in the blocks lands in this test's directory, removed afterwards.
     const run = await runBash(walkthroughScript(blocks, overrides), ROOT, { TMPDIR: work });
@@ -114,14 +100,16 @@ describe('README.md and docs/*.md walkthroughs', () => {
 describe('npm run emulator', () => {
   it('"it prints the commands that get a managed-identity token and log in through auth/cloud/, and they are the README\'s"', async () => {
     const dir = join(work, 'emulator');
-    const child = spawn(process.execPath, ['test/support/azure-emulator/main.ts', '--port', String(await freePortRun()), '--dir', dir],
+    const child = spawn(process.execPath, ['test/support/azure-emulator/main.ts', '--port', '0', '--dir', dir],
       { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
     try {
       let printed = '';
+      let stderr = '';
       child.stdout!.on('data', (c: Buffer) => (printed += c.toString('utf8')));
+      child.stderr!.on('data', (c: Buffer) => (stderr += c.toString('utf8')));
       const until = performance.now() + 30_000;
       while (!printed.includes('Ctrl-C to stop.') && child.exitCode === null && performance.now() < until) await new Promise((r) => setTimeout(r, 50));
-      expect(printed).toContain('Ctrl-C to stop.');
+      expect(printed, `exit ${child.exitCode}: ${stderr.slice(-2000)}`).toContain('Ctrl-C to stop.');
       const commands = printed.slice(printed.indexOf('\n# ')).split('\n')
         .filter((l) => l.trim() !== '' && !l.startsWith('#') && l !== 'Ctrl-C to stop.');
       expect(commands[0]).toBe(`export EMULATOR_DIR=${dir}`);

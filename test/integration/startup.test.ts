@@ -282,6 +282,34 @@ describe('what an operator must see', () => {
     expect(n.logs.at(-1)).toMatchObject({ msg: 'strongroom stopped', signal: 'SIGTERM' });
   });
 
+  it('"a stop signal while the modules load is not lost: the process stops with exit 0" (as PID 1 in a container, one sent before main() had its handlers was ignored)', async () => {
+    const tmp = freshDir();
+    const { NODE_COMPILE_CACHE: _ours, ...env } = process.env;
+    const proc = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', MAIN], {
+      env: { ...env, TMPDIR: tmp, STRONGROOM_DEV: '1', STRONGROOM_STORAGE: 'memory', STRONGROOM_ADDR: '127.0.0.1:0' }, stdio: 'ignore',
+    });
+    const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
+    // main.ts makes the compile cache's directory (here under the fresh TMPDIR) right after installing its first
+    // handlers; with the cache cold, the modules then take hundreds of milliseconds to load.
+    const cache = join(tmp, `strongroom-compile-cache-${process.getuid!()}`);
+    for (let i = 0; i < 1_000_000 && !existsSync(cache) && proc.exitCode === null; i++) await new Promise((resolve) => setImmediate(resolve));
+    proc.kill('SIGTERM');
+    await exited;
+    expect({ code: proc.exitCode, signal: proc.signalCode }).toEqual({ code: 0, signal: null });
+  });
+
+  it('"a stop signal sent again while the server stops changes nothing": the close finishes and the exit is 0', async () => {
+    const n = await start(freshDir());
+    n.proc.kill('SIGTERM');
+    // The second signal lands while the close runs (it takes some milliseconds after this line); polled without a
+    // timer's delay, so the repeat is sent before the exit.
+    for (let i = 0; i < 100_000 && !n.logs.some((l) => l.msg === 'shutting down'); i++) await new Promise((resolve) => setImmediate(resolve));
+    n.proc.kill('SIGTERM');
+    await n.stop();
+    expect({ code: n.proc.exitCode, signal: n.proc.signalCode }).toEqual({ code: 0, signal: null });
+    expect(n.logs.at(-1)).toMatchObject({ msg: 'strongroom stopped', signal: 'SIGTERM' });
+  });
+
   it('"a node logs when it starts following, when it leads, and when it stops leading"', async () => {
     const db = await createDatabase(inject('postgres'));
     try {

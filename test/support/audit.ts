@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'vitest';
 import type { TestServer } from './server.ts';
+import { freePort } from './ports.ts';
 
 export interface AuditEntry {
   time: string;
@@ -80,9 +81,10 @@ export async function startCollector(unixPath?: string): Promise<Collector> {
     await new Promise<void>((r) => (unixPath ? server.listen(unixPath, r) : server.listen(port, '127.0.0.1', r)));
     return server;
   };
-  let port = 0;
+  // Not port 0: one the system hands out could, while the collector is killed, become another process's listener or
+  // connection, and revive() would fail (freePort's ports lie below that range).
+  const port = unixPath ? 0 : await freePort();
   let server = await listen();
-  if (!unixPath) port = (server.address() as { port: number }).port;
   return {
     address: unixPath ?? `127.0.0.1:${port}`,
     lines,

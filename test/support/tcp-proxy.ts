@@ -3,6 +3,7 @@
  * server under test (refused connections, open ones cut) while the shared slapd keeps serving every other test.
  */
 import { createServer, connect, type Server, type Socket } from 'node:net';
+import { freePort } from './ports.ts';
 
 export interface TcpProxy {
   /** ldap://127.0.0.1:<port> */
@@ -16,7 +17,9 @@ export interface TcpProxy {
 export async function startTcpProxy(targetHost: string, targetPort: number): Promise<TcpProxy> {
   const sockets = new Set<Socket>();
   let server: Server | undefined;
-  let port = 0;
+  // Not port 0: one the system hands out could, while the proxy is stopped, become another process's listener or
+  // connection, and start() would fail (freePort's ports lie below that range).
+  const port = await freePort();
   const listen = async (): Promise<void> => {
     const s = createServer((client) => {
       const upstream = connect(targetPort, targetHost);
@@ -30,7 +33,6 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
       upstream.on('close', () => client.destroy());
     });
     await new Promise<void>((resolve, reject) => s.once('error', reject).listen(port, '127.0.0.1', () => resolve()));
-    port = (s.address() as { port: number }).port;
     server = s;
   };
   await listen();

@@ -26,8 +26,9 @@ const { values } = parseArgs({
 
 if (values.help) {
   console.log('usage: npm run emulator -- [--port 8443] [--dir .azure-emulator] [--page-size 100] [--replication-delay-ms 0]\n'
-    + 'Serves login (and IMDS) on --port, Graph on --port+1, ARM on --port+2 (127.0.0.1). The defaults come from\n'
-    + 'EMULATOR_PORT and EMULATOR_DIR when set. The directory holds the CA key: keep it out of version control.');
+    + 'Serves login (and IMDS) on --port, Graph on --port+1, ARM on --port+2 (127.0.0.1); --port 0 lets the system pick\n'
+    + 'each (printed, and in environment.json). The defaults come from EMULATOR_PORT and EMULATOR_DIR when set. The\n'
+    + 'directory holds the CA key: keep it out of version control.');
   process.exit(0);
 }
 
@@ -38,7 +39,9 @@ let imdsHost: ImdsHost | undefined;
 const emulator = await startEmulator({
   tlsCertPath: tls.certPath,
   tlsKeyPath: tls.keyPath,
-  ports: { login: port, graph: port + 1, arm: port + 2 },
+  // Port 0: each service binds one the system picks, so nothing can take it between a pick and the listen (a port
+  // picked free beforehand, or the one after it, can meanwhile become another process's listener or connection).
+  ports: port === 0 ? {} : { login: port, graph: port + 1, arm: port + 2 },
   pageSize: Number.parseInt(values['page-size'], 10),
   extraResources: [{ uri: LOGIN_RESOURCE, service: 'arm' }],
   extensions: [(routers) => registerImds(routers.login, () => imdsHost)],
