@@ -99,9 +99,13 @@ JSON
 
 Ctrl-C to stop.`);
 
+let stopping = false;
 const stop = async (): Promise<void> => {
+  if (stopping) return;
+  stopping = true;
   await emulator.close();
   process.exit(0);
 };
-process.once('SIGINT', () => void stop());
-process.once('SIGTERM', () => void stop());
+// `on`, not `once`, as in src/main.ts: a second signal while closing must not kill the process by its default action.
+process.on('SIGINT', () => void stop());
+process.on('SIGTERM', () => void stop());
