@@ -16,7 +16,7 @@ import { POSTGRES_DEFAULTS, type PostgresOptions } from './core/storage/postgres
 import { SqliteStorage } from './core/storage/sqlite.ts';
 import { lockStore, StoreInUseError } from './core/storage/sqlite-lock.ts';
 import { StorageUnavailableError, type Storage } from './core/storage/types.ts';
-import { configuredBackends, defaultMounts } from './engines.ts';
+import { defaultMounts, lazyBackends } from './lazy-engines.ts';
 import { buildApp } from './http/app.ts';
 import { Telemetry } from './telemetry/telemetry.ts';
 import { apiAddress, auditDirectory, auditSettings, postgresOptions, readTls, storageUrl, type Settings } from './settings.ts';
@@ -29,6 +29,12 @@ export interface Server {
   rootToken?: string;
   /** The key file generated at this start (no key was given), which the operator must back up. */
   generatedKeyFile?: string;
+  /**
+   * What a start with `listenFirst` leaves until the process listens: the backends of the mounts other than the
+   * built-ins (their requests wait for them meanwhile) and Node's process metrics. Resolves once each backend runs or
+   * has failed (its mount then answers 503). Without `listenFirst`, createServer has done it before returning.
+   */
+  finishStart(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -40,6 +46,11 @@ export interface ServerOverrides {
   cluster?: Partial<ClusterTimings>;
   /** False runs the server without metrics (the benchmark's baseline); sys/metrics then answers 400. */
   metrics?: boolean;
+  /**
+   * Returns before the engines' modules are loaded, leaving them to `finishStart` (main.ts: the process listens
+   * first; docs/architecture.md, "Start-up"). Tests that read a backend at once leave it off.
+   */
+  listenFirst?: boolean;
 }
 
 export class StartupError extends Error {}
@@ -157,12 +168,13 @@ export async function createServer(settings: Settings, logger: Logger, overrides
       feed: { retentionMs: settings.STRONGROOM_EVENTS_RETENTION * 1000, maxRecords: settings.STRONGROOM_EVENTS_MAX_RECORDS },
       webhooks: { allowHttp: settings.STRONGROOM_EVENTS_WEBHOOK_ALLOW_HTTP, retryBaseMs: settings.STRONGROOM_EVENTS_WEBHOOK_RETRY_BASE * 1000, attempts: settings.STRONGROOM_EVENTS_WEBHOOK_ATTEMPTS },
     },
-    backends: overrides.backends ?? configuredBackends({ libraryMaxWaiters: settings.STRONGROOM_LIBRARY_MAX_WAITERS }),
+    backends: overrides.backends ?? lazyBackends({ libraryMaxWaiters: settings.STRONGROOM_LIBRARY_MAX_WAITERS }),
     builtins: { system: systemBackend({ unauthenticatedMetrics: settings.STRONGROOM_UNAUTHENTICATED_METRICS }), token: tokenBackend, identity: identityBackend({ defaultIssuer: apiAddress(settings) }) },
     defaultMounts,
     audit: auditSettings(settings),
     apiAddress: apiAddress(settings),
     cluster: overrides.cluster,
+    deferBackends: overrides.listenFirst,
   });
   // Built while the SQLite writer thread starts, which the first commit (in core.start) waits for: the app reads nothing
   // from the core until it serves a request, and the process listens only once createServer has returned.
@@ -189,8 +201,13 @@ export async function createServer(settings: Settings, logger: Logger, overrides
     throw err;
   }
   telemetry?.watch({ leases: core.leases, audit: core.audit, leading: () => core.cluster.leading, events: { counters: core.events.outbox.counters, logSize: () => core.events.feed.size } });
+  const finishStart = async () => {
+    telemetry?.observeProcess();
+    await core.loadDeferredBackends();
+  };
+  if (!overrides.listenFirst) await finishStart();
   return {
-    core, app, storage, rootToken, generatedKeyFile: unsealKey.generated,
+    core, app, storage, rootToken, generatedKeyFile: unsealKey.generated, finishStart,
     async close() {
       await app.close();
       await core.stop();

@@ -47,19 +47,14 @@ export class Pipeline {
   declare readonly sealing: Pick<Sealing, 'sealed'>;
   declare readonly mounts: Pick<MountTable, 'match'>;
   declare readonly marks: Pick<DisableMarks, 'refuses'>;
-  declare readonly mountTable: Pick<MountLifecycle, 'effectiveTtls'>;
+  declare readonly mountTable: Pick<MountLifecycle, 'effectiveTtls' | 'serving'>;
   declare readonly tokens: Pick<TokenStore, 'lookup'>;
   declare readonly policies: Pick<PolicyStore, 'aclFor' | 'builtAcl'>;
   declare readonly leases: Pick<LeaseManager, 'register' | 'prepare' | 'forget'>;
   declare readonly login: Pick<Login, 'login' | 'useOnce'>;
   declare readonly wrapping: Pick<ResponseWrapper, 'wrap'>;
-  /** The backends running here (the mount life cycle's, read only). */
-  readonly #mounted: ReadonlyMap<string, Mounted>;
-
-  constructor(deps: Pick<Pipeline, 'options' | 'clock' | 'logger' | 'audit' | 'sealing' | 'mounts' | 'marks' | 'mountTable' | 'tokens' | 'policies' | 'leases' | 'login' | 'wrapping'> & { mounted: ReadonlyMap<string, Mounted> }) {
-    const { mounted, ...rest } = deps;
-    Object.assign(this, rest);
-    this.#mounted = mounted;
+  constructor(deps: Pick<Pipeline, 'options' | 'clock' | 'logger' | 'audit' | 'sealing' | 'mounts' | 'marks' | 'mountTable' | 'tokens' | 'policies' | 'leases' | 'login' | 'wrapping'>) {
+    Object.assign(this, deps);
   }
 
   async handle(req: CoreRequest): Promise<CoreResponse> {
@@ -97,7 +92,8 @@ export class Pipeline {
     const entry = this.mounts.match(path);
     served.mount = entry?.path;
     if (entry && this.marks.refuses(entry.path)) throw new StrongroomError(503, `the mount "${entry.path}" is being disabled or moved`);
-    const mounted = entry ? this.#mounted.get(entry.uuid) : undefined;
+    const serving = entry && this.mountTable.serving(entry);
+    const mounted = serving instanceof Promise ? await serving : serving;
     let relative = entry ? path.slice(entry.path.length) : path;
     let match = mounted?.table.match(relative);
     // Canonical before authorised: from here on the ACL, the lease id and the handler see one spelling.
