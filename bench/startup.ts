@@ -75,8 +75,9 @@ export async function benchStartup(): Promise<string[]> {
     rmSync(cacheDir, { recursive: true, force: true });
   }
   const bestMs = (line: string) => Number(/([\d,]+) ms best/.exec(line)![1]!.replace(/,/g, ''));
-  // Judged where the server starts in practice: the image ships a warm cache, and `npm start` warms its own at the first start.
+  // Both starts a CI service container meets: the image's (a warm cache) and a checkout's very first `npm start` (none).
   const warm = bestMs(lines[2]!);
-  return [...lines, `start-up: target <= 500 ms for the empty store with the compile cache the image ships: ${fmt(warm)} ms ${warm <= 500 ? 'OK' : 'BELOW TARGET'}; ` +
-    `a checkout's very first start, before any cache: ${fmt(bestMs(lines[0]!))} ms`];
+  const cold = bestMs(lines[0]!);
+  return [...lines, `start-up: target <= 500 ms to healthy for the empty store, with the compile cache the image ships and without any: ` +
+    `${fmt(warm)} ms and ${fmt(cold)} ms ${warm <= 500 && cold <= 500 ? 'OK' : 'BELOW TARGET'}`];
 }

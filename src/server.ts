@@ -5,10 +5,10 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { systemBackend } from './builtin/sys/index.ts';
 import { identityBackend } from './builtin/identity/index.ts';
-import { tokenBackend } from './builtin/token/index.ts';
 import { systemClock, type Clock } from './core/clock.ts';
 import type { ClusterTimings } from './core/cluster.ts';
 import { Core, type BackendRegistry } from './core/core.ts';
+import type { BackendFactory } from './core/framework.ts';
 import { decodeUnsealKey, UnsealError } from './core/barrier.ts';
 import { PRIVATE_FILE_MODE, privateDir, privateFiles } from './core/storage/file-modes.ts';
 import { MemoryStorage } from './core/storage/memory.ts';
@@ -150,6 +150,9 @@ function storageBackendName(url: string): string {
   return url === 'memory' ? 'inmem' : url.startsWith('sqlite:') ? 'sqlite' : 'postgres';
 }
 
+/** The token store's paths (auth/token/), loaded at the mount's start: with `listenFirst`, after the process listens. */
+const lazyTokenBackend = (core: Core): BackendFactory => async (ctx) => (await import('./builtin/token/index.ts')).tokenBackend(core)(ctx);
+
 /** The composition root: storage, core with built-ins and engines, HTTP app. */
 export async function createServer(settings: Settings, logger: Logger, overrides: ServerOverrides = {}): Promise<Server> {
   // Read before the store is opened: a file that cannot be read must not fail a start that already initialised it.
@@ -169,7 +172,7 @@ export async function createServer(settings: Settings, logger: Logger, overrides
       webhooks: { allowHttp: settings.STRONGROOM_EVENTS_WEBHOOK_ALLOW_HTTP, retryBaseMs: settings.STRONGROOM_EVENTS_WEBHOOK_RETRY_BASE * 1000, attempts: settings.STRONGROOM_EVENTS_WEBHOOK_ATTEMPTS },
     },
     backends: overrides.backends ?? lazyBackends({ libraryMaxWaiters: settings.STRONGROOM_LIBRARY_MAX_WAITERS }),
-    builtins: { system: systemBackend({ unauthenticatedMetrics: settings.STRONGROOM_UNAUTHENTICATED_METRICS }), token: tokenBackend, identity: identityBackend({ defaultIssuer: apiAddress(settings) }) },
+    builtins: { system: systemBackend({ unauthenticatedMetrics: settings.STRONGROOM_UNAUTHENTICATED_METRICS }), token: lazyTokenBackend, identity: identityBackend({ defaultIssuer: apiAddress(settings) }) },
     defaultMounts,
     audit: auditSettings(settings),
     apiAddress: apiAddress(settings),

@@ -21,6 +21,12 @@ import type { SharedStorage } from './storage/types.ts';
 import { GuardError, StorageView } from './storage/view.ts';
 import type { TokenStore } from './tokens.ts';
 
+/**
+ * The built-ins a start runs before it listens even when it defers the rest: sys/ answers sys/health (and every sys
+ * request), and identity/ installs the OIDC issuer that engines ask for plugin identity tokens.
+ */
+const SERVED_FIRST = new Set(['system', 'identity']);
+
 /** Engine and auth method factories by type; a type name may exist in both classes ("cloud"). */
 export interface BackendRegistry {
   secret: Record<string, BackendFactory>;
@@ -122,14 +128,14 @@ export class MountLifecycle {
   }
 
   /**
-   * At start: the backend of every mount in the table. With `defer`, only the built-ins before this returns; the
-   * others (engines and auth methods, whose modules load at their first use) wait in `#deferred` until
-   * `loadDeferred` or a request for them (`whenMounted`) starts them, so the process can listen first.
+   * At start: the backend of every mount in the table. With `defer`, only those of SERVED_FIRST before this returns;
+   * the others (the engines, auth methods and the token store, whose modules load at their first use) wait in
+   * `#deferred` until `loadDeferred` or a request for them (`serving`) starts them, so the process can listen first.
    */
   async startBackends(defer: boolean): Promise<void> {
     for (const entry of this.mounts.all()) {
       if (this.#mounted.has(entry.uuid)) continue;
-      if (defer && !this.options.builtins[entry.type]) this.#deferred.set(entry.uuid, {});
+      if (defer && !SERVED_FIRST.has(entry.type)) this.#deferred.set(entry.uuid, {});
       else await this.instantiate(entry);
     }
   }

@@ -132,7 +132,7 @@ export class Pipeline {
     if (operation === 'read' && wantsHelp(req.query)) {
       // As in Vault: any capability on the path (not only read) lets a token see its help.
       if (acl && acl.capabilities(path).every((c) => c === 'deny')) throw new PermissionDeniedError();
-      return { status: 200, headers: { 'content-type': 'application/json' }, body: JSON.stringify(pathHelp(mounted.entry.path, relative, match.def, VERSION)) };
+      return { status: 200, headers: { 'content-type': 'application/json' }, body: JSON.stringify(await pathHelp(mounted.entry.path, relative, match.def, VERSION)) };
     }
 
     const validated = validateFields(match.def.fields ?? {}, input);

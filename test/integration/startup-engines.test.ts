@@ -95,3 +95,16 @@ describe('cloud/ at start-up', () => {
     expect((await ok(again.node, 'GET', 'auth/cloud/config')).data).toMatchObject({ tenant_id: world.emu.tenantId });
   });
 });
+
+describe('auth/token/ at start-up', () => {
+  it('"the token store is served at start-up too": a token created by a restart\'s first request works', { timeout: 60_000 }, async () => {
+    const store = newStore();
+    const first = await firstAnswer(store, 'GET', 'sys/health');
+    expect(first.status).toBe(200);
+    await first.node.stop();
+    const again = await firstAnswer(store, 'POST', 'auth/token/create', { policies: ['default'], ttl: '1h' });
+    expect(again.status, JSON.stringify(again.body)).toBe(200);
+    const token = again.body.auth.client_token as string;
+    expect((await again.node.request('GET', 'auth/token/lookup-self', { token })).body.data).toMatchObject({ policies: ['default'] });
+  });
+});
