@@ -148,7 +148,8 @@ export class MountLifecycle {
   /**
    * The backend serving `entry`, or the promise of it while it is deferred (starting it); undefined when none is
    * registered for its type, as before. A deferred backend that failed to start rejects with 503 for every request
-   * to its mount until a restart: it fails closed rather than answering 404 or serving half made.
+   * to its mount until a restart (the pipeline tells it only to a caller allowed there): it fails closed rather than
+   * answering 404 or serving half made.
    */
   serving(entry: MountEntry): Mounted | undefined | Promise<Mounted | undefined> {
     if (!this.#deferred.has(entry.uuid)) return this.#mounted.get(entry.uuid);

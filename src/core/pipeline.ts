@@ -93,7 +93,9 @@ export class Pipeline {
     served.mount = entry?.path;
     if (entry && this.marks.refuses(entry.path)) throw new StrongroomError(503, `the mount "${entry.path}" is being disabled or moved`);
     const serving = entry && this.mountTable.serving(entry);
-    const mounted = serving instanceof Promise ? await serving : serving;
+    // A backend that failed to start (its 503) is told only to a caller the ACL lets reach the path, like a 404.
+    let unavailable: unknown;
+    const mounted = serving instanceof Promise ? await serving.catch((err: unknown) => void (unavailable = err)) : serving;
     let relative = entry ? path.slice(entry.path.length) : path;
     let match = mounted?.table.match(relative);
     // Canonical before authorised: from here on the ACL, the lease id and the handler see one spelling.
@@ -127,6 +129,7 @@ export class Pipeline {
 
     if (!mounted || !match) {
       if (acl && !acl.allowOperation(path, operation === 'list' ? 'list' : operation === 'read' ? 'read' : 'update', undefined).allowed) throw new PermissionDeniedError();
+      if (unavailable) throw unavailable;
       throw new NotFoundError(mounted ? 'unsupported path' : `no handler for route "${path}". route entry not found.`);
     }
     if (operation === 'read' && wantsHelp(req.query)) {

@@ -39,9 +39,9 @@ function store() {
   return { start, lines };
 }
 
-async function request(server: Server, method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> {
+async function request(server: Server, method: string, path: string, body?: unknown, token: string | null = 'root'): Promise<{ status: number; body: any }> {
   const res = await server.app.inject({
-    method: method as 'GET', url: `/v1/${path}`, headers: { 'x-vault-token': 'root', ...(body ? { 'content-type': 'application/json' } : {}) },
+    method: method as 'GET', url: `/v1/${path}`, headers: { ...(token ? { 'x-vault-token': token } : {}), ...(body ? { 'content-type': 'application/json' } : {}) },
     payload: body === undefined ? undefined : JSON.stringify(body),
   });
   return { status: res.statusCode, body: res.body ? JSON.parse(res.body) : undefined };
@@ -164,6 +164,8 @@ describe('a mount whose backend fails to start', () => {
       expect(r.status, `${method} ${path}`).toBe(503);
       expect(r.body.errors[0]).toContain('the backend of the mount "probe/" failed to start');
     }
+    // Told only to a caller allowed there: without a token it is the 403 of any other path.
+    expect((await request(server, 'GET', 'probe/data/kept', undefined, null)).status).toBe(403);
     // Its leases are not revoked as if the engine had done it: the revocation fails and the lease stays.
     expect((await request(server, 'POST', 'sys/leases/revoke', { lease_id: s.lease })).status).toBeGreaterThanOrEqual(400);
     expect((await request(server, 'POST', 'sys/leases/lookup', { lease_id: s.lease })).status).toBe(200);
