@@ -31,15 +31,19 @@ async function startOnce(env: Record<string, string>): Promise<{ ms: number; cpu
   });
   try {
     while (performance.now() - started < 60_000) {
+      // A start that failed (a port taken meanwhile by another process, exit 8) says so rather than polling on.
+      if (proc.exitCode !== null) throw new Error(`src/main.ts exited with ${proc.exitCode} before it was healthy`);
       const status = await fetch(`http://127.0.0.1:${port}/v1/sys/health`).then((r) => r.status, () => 0);
       if (status === 200) return { ms: performance.now() - started, cpuMs: (processCpu(proc.pid!)?.all ?? 0) * 1000 };
       await new Promise((r) => setTimeout(r, 5));
     }
     throw new Error('src/main.ts did not answer sys/health with 200 within 60 s');
   } finally {
-    const exited = new Promise((r) => proc.once('exit', r));
-    proc.kill('SIGTERM');
-    await exited;
+    if (proc.exitCode === null && proc.signalCode === null) {
+      const exited = new Promise((r) => proc.once('exit', r));
+      proc.kill('SIGTERM');
+      await exited;
+    }
   }
 }
 
