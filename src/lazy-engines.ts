@@ -7,7 +7,7 @@ import type { BackendFactory } from './core/framework.ts';
  * strips and compiles none of them before it listens (docs/architecture.md, "Start-up"). The names are listed here,
  * since only they are needed before: `engines.ts` registers the same ones (a test compares them).
  */
-export const LAZY_TYPES = { secret: ['ldap', 'cloud'], auth: ['cloud'] } as const;
+const LAZY_TYPES = { secret: ['ldap', 'cloud'], auth: ['cloud'] } as const;
 
 /** Vault's names for the same backends, so Vault clients and scripts enable them unchanged (shown as the spec's names). */
 export const backendAliases: NonNullable<BackendRegistry['aliases']> = { secret: { azure: 'cloud', openldap: 'ldap' }, auth: { azure: 'cloud' } };

@@ -30,8 +30,8 @@ export interface Server {
   /** The key file generated at this start (no key was given), which the operator must back up. */
   generatedKeyFile?: string;
   /**
-   * What a start with `listenFirst` leaves until the process listens: the backends of the mounts other than the
-   * built-ins (their requests wait for them meanwhile) and Node's process metrics. Resolves once each backend runs or
+   * What a start with `listenFirst` leaves until the process listens: the backends of the mounts but sys/ and
+   * identity/ (their requests wait for them meanwhile) and Node's process metrics. Resolves once each backend runs or
    * has failed (its mount then answers 503). Without `listenFirst`, createServer has done it before returning.
    */
   finishStart(): Promise<void>;
@@ -47,8 +47,8 @@ export interface ServerOverrides {
   /** False runs the server without metrics (the benchmark's baseline); sys/metrics then answers 400. */
   metrics?: boolean;
   /**
-   * Returns before the engines' modules are loaded, leaving them to `finishStart` (main.ts: the process listens
-   * first; docs/architecture.md, "Start-up"). Tests that read a backend at once leave it off.
+   * Returns before the modules of the engines and the token store are loaded, leaving them to `finishStart` (main.ts:
+   * the process listens first; docs/architecture.md, "Start-up"). Tests that read a backend at once leave it off.
    */
   listenFirst?: boolean;
 }

@@ -53,8 +53,8 @@ export interface CoreOptions {
   /** The event log's retention and polling, and webhook delivery (docs/events.md). */
   events?: EventsOptions;
   /**
-   * Leaves the backends of all but the built-in mounts to `loadDeferredBackends` (or the first request for one, which
-   * waits for it), so that `start` returns before the engines' modules are loaded (docs/architecture.md, "Start-up").
+   * Leaves the backends of all mounts but sys/ and identity/ to `loadDeferredBackends` (or the first request for one,
+   * which waits for it), so that `start` returns before their modules are loaded (docs/architecture.md, "Start-up").
    */
   deferBackends?: boolean;
 }

@@ -211,7 +211,7 @@ export class MountLifecycle {
 
   async #changeMounts<T>(fn: () => Promise<T>): Promise<T> {
     // Deferred backends are all started (or failed) before the table changes under them; once done, nothing is deferred
-    // but a failure, which stays refused (whenMounted) until a restart.
+    // but a failure, which stays refused (serving) until a restart.
     await this.loadDeferred();
     return this.#mountChanges.run('', fn);
   }
