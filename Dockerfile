@@ -46,13 +46,14 @@ COPY --from=ui /app/ui/dist ./ui/dist
 # The example bootstrap file, for CI service containers, which start before the repository is checked out.
 COPY examples/bootstrap ./examples/bootstrap
 # Node's compile cache (docs/container.md "Compile cache"): every module the server loads, stripped and compiled once
-# here (`--version` loads all a start loads and starts nothing; then what it loads only when needed: the bootstrap, the
-# PostgreSQL store, src/lib/first-use.ts's packages), so that a container's first start need not. Made as the image's
-# user, since Node keeps one cache per user id, then handed to root: the server reads it and cannot change it.
+# here (`--version` loads all a start loads before it listens and starts nothing; then what it loads later or only when
+# needed: the bootstrap, the PostgreSQL store, the engines, the token store's paths, the OpenAPI writer,
+# src/lib/first-use.ts's packages), so that a container's first start need not. Made as the image's user, since Node
+# keeps one cache per user id, then handed to root: the server reads it and cannot change it.
 RUN mkdir compile-cache && chown 1000:1000 compile-cache \
  && setpriv --reuid=1000 --regid=1000 --clear-groups node --disable-warning=ExperimentalWarning src/main.ts --version \
  && setpriv --reuid=1000 --regid=1000 --clear-groups node --disable-warning=ExperimentalWarning --input-type=module -e \
-      "const [, , later] = await Promise.all(['./src/bootstrap/run.ts', './src/core/storage/postgres.ts', './src/lib/first-use.ts'].map((m) => import(m))); later.jose(); later.cronParser();" \
+      "const [, , , , , later] = await Promise.all(['./src/bootstrap/run.ts', './src/core/storage/postgres.ts', './src/engines.ts', './src/builtin/token/index.ts', './src/core/openapi.ts', './src/lib/first-use.ts'].map((m) => import(m))); later.jose(); later.cronParser(); later.promClient(); later.ws();" \
  && chown -R root:root compile-cache && chmod -R a+rX,go-w compile-cache
 # The base image's node user, by number so that Kubernetes' runAsNonRoot can verify it.
 USER 1000:1000

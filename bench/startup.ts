@@ -31,15 +31,19 @@ async function startOnce(env: Record<string, string>): Promise<{ ms: number; cpu
   });
   try {
     while (performance.now() - started < 60_000) {
+      // A start that failed (a port taken meanwhile by another process, exit 8) says so rather than polling on.
+      if (proc.exitCode !== null) throw new Error(`src/main.ts exited with ${proc.exitCode} before it was healthy`);
       const status = await fetch(`http://127.0.0.1:${port}/v1/sys/health`).then((r) => r.status, () => 0);
       if (status === 200) return { ms: performance.now() - started, cpuMs: (processCpu(proc.pid!)?.all ?? 0) * 1000 };
       await new Promise((r) => setTimeout(r, 5));
     }
     throw new Error('src/main.ts did not answer sys/health with 200 within 60 s');
   } finally {
-    const exited = new Promise((r) => proc.once('exit', r));
-    proc.kill('SIGTERM');
-    await exited;
+    if (proc.exitCode === null && proc.signalCode === null) {
+      const exited = new Promise((r) => proc.once('exit', r));
+      proc.kill('SIGTERM');
+      await exited;
+    }
   }
 }
 
@@ -75,8 +79,9 @@ export async function benchStartup(): Promise<string[]> {
     rmSync(cacheDir, { recursive: true, force: true });
   }
   const bestMs = (line: string) => Number(/([\d,]+) ms best/.exec(line)![1]!.replace(/,/g, ''));
-  // Judged where the server starts in practice: the image ships a warm cache, and `npm start` warms its own at the first start.
+  // Both starts a CI service container meets: the image's (a warm cache) and a checkout's very first `npm start` (none).
   const warm = bestMs(lines[2]!);
-  return [...lines, `start-up: target <= 500 ms for the empty store with the compile cache the image ships: ${fmt(warm)} ms ${warm <= 500 ? 'OK' : 'BELOW TARGET'}; ` +
-    `a checkout's very first start, before any cache: ${fmt(bestMs(lines[0]!))} ms`];
+  const cold = bestMs(lines[0]!);
+  return [...lines, `start-up: target <= 500 ms to healthy for the empty store, with the compile cache the image ships and without any: ` +
+    `${fmt(warm)} ms and ${fmt(cold)} ms ${warm <= 500 && cold <= 500 ? 'OK' : 'BELOW TARGET'}`];
 }

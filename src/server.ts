@@ -5,10 +5,10 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { systemBackend } from './builtin/sys/index.ts';
 import { identityBackend } from './builtin/identity/index.ts';
-import { tokenBackend } from './builtin/token/index.ts';
 import { systemClock, type Clock } from './core/clock.ts';
 import type { ClusterTimings } from './core/cluster.ts';
 import { Core, type BackendRegistry } from './core/core.ts';
+import type { BackendFactory } from './core/framework.ts';
 import { decodeUnsealKey, UnsealError } from './core/barrier.ts';
 import { PRIVATE_FILE_MODE, privateDir, privateFiles } from './core/storage/file-modes.ts';
 import { MemoryStorage } from './core/storage/memory.ts';
@@ -16,7 +16,7 @@ import { POSTGRES_DEFAULTS, type PostgresOptions } from './core/storage/postgres
 import { SqliteStorage } from './core/storage/sqlite.ts';
 import { lockStore, StoreInUseError } from './core/storage/sqlite-lock.ts';
 import { StorageUnavailableError, type Storage } from './core/storage/types.ts';
-import { configuredBackends, defaultMounts } from './engines.ts';
+import { defaultMounts, lazyBackends } from './lazy-engines.ts';
 import { buildApp } from './http/app.ts';
 import { Telemetry } from './telemetry/telemetry.ts';
 import { apiAddress, auditDirectory, auditSettings, postgresOptions, readTls, storageUrl, type Settings } from './settings.ts';
@@ -29,6 +29,12 @@ export interface Server {
   rootToken?: string;
   /** The key file generated at this start (no key was given), which the operator must back up. */
   generatedKeyFile?: string;
+  /**
+   * What a start with `listenFirst` leaves until the process listens: the backends of the mounts but sys/ and
+   * identity/ (their requests wait for them meanwhile) and Node's process metrics. Resolves once each backend runs or
+   * has failed (its mount then answers 503). Without `listenFirst`, createServer has done it before returning.
+   */
+  finishStart(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -40,6 +46,11 @@ export interface ServerOverrides {
   cluster?: Partial<ClusterTimings>;
   /** False runs the server without metrics (the benchmark's baseline); sys/metrics then answers 400. */
   metrics?: boolean;
+  /**
+   * Returns before the modules of the engines and the token store are loaded, leaving them to `finishStart` (main.ts:
+   * the process listens first; docs/architecture.md, "Start-up"). Tests that read a backend at once leave it off.
+   */
+  listenFirst?: boolean;
 }
 
 export class StartupError extends Error {}
@@ -139,6 +150,9 @@ function storageBackendName(url: string): string {
   return url === 'memory' ? 'inmem' : url.startsWith('sqlite:') ? 'sqlite' : 'postgres';
 }
 
+/** The token store's paths (auth/token/), loaded at the mount's start: with `listenFirst`, after the process listens. */
+const lazyTokenBackend = (core: Core): BackendFactory => async (ctx) => (await import('./builtin/token/index.ts')).tokenBackend(core)(ctx);
+
 /** The composition root: storage, core with built-ins and engines, HTTP app. */
 export async function createServer(settings: Settings, logger: Logger, overrides: ServerOverrides = {}): Promise<Server> {
   // Read before the store is opened: a file that cannot be read must not fail a start that already initialised it.
@@ -157,12 +171,13 @@ export async function createServer(settings: Settings, logger: Logger, overrides
       feed: { retentionMs: settings.STRONGROOM_EVENTS_RETENTION * 1000, maxRecords: settings.STRONGROOM_EVENTS_MAX_RECORDS },
       webhooks: { allowHttp: settings.STRONGROOM_EVENTS_WEBHOOK_ALLOW_HTTP, retryBaseMs: settings.STRONGROOM_EVENTS_WEBHOOK_RETRY_BASE * 1000, attempts: settings.STRONGROOM_EVENTS_WEBHOOK_ATTEMPTS },
     },
-    backends: overrides.backends ?? configuredBackends({ libraryMaxWaiters: settings.STRONGROOM_LIBRARY_MAX_WAITERS }),
-    builtins: { system: systemBackend({ unauthenticatedMetrics: settings.STRONGROOM_UNAUTHENTICATED_METRICS }), token: tokenBackend, identity: identityBackend({ defaultIssuer: apiAddress(settings) }) },
+    backends: overrides.backends ?? lazyBackends({ libraryMaxWaiters: settings.STRONGROOM_LIBRARY_MAX_WAITERS }),
+    builtins: { system: systemBackend({ unauthenticatedMetrics: settings.STRONGROOM_UNAUTHENTICATED_METRICS }), token: lazyTokenBackend, identity: identityBackend({ defaultIssuer: apiAddress(settings) }) },
     defaultMounts,
     audit: auditSettings(settings),
     apiAddress: apiAddress(settings),
     cluster: overrides.cluster,
+    deferBackends: overrides.listenFirst,
   });
   // Built while the SQLite writer thread starts, which the first commit (in core.start) waits for: the app reads nothing
   // from the core until it serves a request, and the process listens only once createServer has returned.
@@ -189,8 +204,13 @@ export async function createServer(settings: Settings, logger: Logger, overrides
     throw err;
   }
   telemetry?.watch({ leases: core.leases, audit: core.audit, leading: () => core.cluster.leading, events: { counters: core.events.outbox.counters, logSize: () => core.events.feed.size } });
+  const finishStart = async () => {
+    telemetry?.observeProcess();
+    await core.loadDeferredBackends();
+  };
+  if (!overrides.listenFirst) await finishStart();
   return {
-    core, app, storage, rootToken, generatedKeyFile: unsealKey.generated,
+    core, app, storage, rootToken, generatedKeyFile: unsealKey.generated, finishStart,
     async close() {
       await app.close();
       await core.stop();

@@ -52,6 +52,11 @@ export interface CoreOptions {
   cluster?: Partial<ClusterTimings>;
   /** The event log's retention and polling, and webhook delivery (docs/events.md). */
   events?: EventsOptions;
+  /**
+   * Leaves the backends of all mounts but sys/ and identity/ to `loadDeferredBackends` (or the first request for one,
+   * which waits for it), so that `start` returns before their modules are loaded (docs/architecture.md, "Start-up").
+   */
+  deferBackends?: boolean;
 }
 
 /** Stored keys the cluster tracks (see Core.#cached), as the views below write them. */
@@ -121,7 +126,7 @@ export class Core {
       view: sys.sub('expire/'),
       clock: this.clock,
       logger: this.logger,
-      secretType: (mountPath, type) => this.#mountTable.mountedAt(mountPath)?.secrets.get(type),
+      secretType: async (mountPath, type) => (await this.#mountTable.servingAt(mountPath))?.secrets.get(type),
       revokeToken: (salted) => this.revokeTokenTree(salted),
       mountMaxTtl: (mountPath) => this.effectiveTtls(this.mounts.get(mountPath)).max,
       guards: (lease) => [...(lease.kind === 'secret' && lease.tokenSalted ? [this.tokens.notRevoking(lease.tokenSalted)] : []), this.notDisabling(lease.mountPath)],
@@ -144,7 +149,7 @@ export class Core {
     this.#login = new Login({ tokens, leases, systemView: sys, identity: this.identity, mounts, mountTable, marks, logger, telemetry: options.telemetry });
     this.#sealing = new Sealing({ barrier, cluster, leases, policies, tokens, mountTable, logger, mounted });
     this.#pipeline = new Pipeline({
-      options, clock, logger, audit, sealing: this.#sealing, mounts, marks, mountTable, tokens, policies, leases, login: this.#login, wrapping: this.wrapping, mounted,
+      options, clock, logger, audit, sealing: this.#sealing, mounts, marks, mountTable, tokens, policies, leases, login: this.#login, wrapping: this.wrapping,
     });
   }
 
@@ -175,10 +180,7 @@ export class Core {
       await this.tokens.load();
       await this.policies.ensureDefault();
       await this.#mountTable.mountBuiltins();
-      for (const m of this.options.defaultMounts) {
-        if (!this.options.backends[m.path.startsWith('auth/') ? 'auth' : 'secret'][m.type]) continue;
-        await this.#mountTable.enableMount(m.path, m.type, m.description, { default_lease_ttl: 0, max_lease_ttl: 0 });
-      }
+      await this.#mountTable.addDefaultMounts(this.options.defaultMounts);
       rootToken = (await this.createRootToken(rootTokenId)).token;
       await this.#markInitialized();
     } else {
@@ -193,7 +195,7 @@ export class Core {
       await this.#mountTable.mountBuiltins();
     }
     await this.mounts.load();
-    for (const entry of this.mounts.all()) if (!this.#mounted.has(entry.uuid)) await this.#mountTable.instantiate(entry);
+    await this.#mountTable.startBackends(this.options.deferBackends ?? false);
     await this.audit.load();
     this.cluster.track((key) => this.#cached(key));
     this.cluster.onChange(() => this.#mountTable.follow());
@@ -285,6 +287,16 @@ export class Core {
 
   mountedBackend(fullPath: string): Backend | undefined {
     return this.#mountTable.mountedBackend(fullPath);
+  }
+
+  /** The backend serving the mount at `fullPath`, waiting for one whose start was deferred (`deferBackends`). */
+  async servingBackend(fullPath: string): Promise<Backend | undefined> {
+    return (await this.#mountTable.servingAt(fullPath))?.backend;
+  }
+
+  /** Starts the backends `start` deferred (`deferBackends`); resolves once each runs or has failed (its mount: 503). */
+  loadDeferredBackends(): Promise<void> {
+    return this.#mountTable.loadDeferred();
   }
 
   /** Plugin identity tokens; replaced by the OIDC issuer when it is wired (workload identity federation). */

@@ -46,7 +46,8 @@ export interface LeaseManagerDeps {
   view: StorageView;
   clock: Clock;
   logger: Logger;
-  secretType(mountPath: string, type: string): SecretType | undefined;
+  /** The engine's secret type, once the mount's backend runs (a start may defer it: CoreOptions.deferBackends). */
+  secretType(mountPath: string, type: string): Promise<SecretType | undefined>;
   revokeToken(salted: string): Promise<void>;
   /** Effective max lease TTL of a mount, seconds. */
   mountMaxTtl(mountPath: string): number;
@@ -267,7 +268,7 @@ export class LeaseManager {
     if (entry.expireTime <= now) throw new BadRequestError('lease expired');
     if (!entry.renewable) throw new BadRequestError('lease is not renewable');
     const requested = increment > 0 ? increment : entry.ttl;
-    const secret = this.#d.secretType(entry.mountPath, entry.secretType);
+    const secret = await this.#d.secretType(entry.mountPath, entry.secretType);
     const hook = secret?.renew ? await secret.renew(this.#view(entry, requested)) : undefined;
     const maxTtl = minPositive(this.#d.mountMaxTtl(entry.mountPath), entry.maxTtl, hook?.maxTtl ?? 0);
     const maxEnd = entry.issueTime + maxTtl * 1000;
@@ -355,7 +356,7 @@ export class LeaseManager {
     try {
       if (entry.kind === 'token') await this.#d.revokeToken(entry.tokenSalted);
       else {
-        const secret = this.#d.secretType(entry.mountPath, entry.secretType);
+        const secret = await this.#d.secretType(entry.mountPath, entry.secretType);
         if (!secret) throw new Error(`no engine at "${entry.mountPath}" can revoke secrets of type "${entry.secretType}"`);
         if (expiry) this.#expiringIds.add(entry.id);
         await secret.revoke(this.#view(entry, entry.ttl)).finally(() => this.#expiringIds.delete(entry!.id));

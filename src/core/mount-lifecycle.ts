@@ -4,7 +4,7 @@ import type { Barrier } from './barrier.ts';
 import type { Clock } from './clock.ts';
 import type { Cluster } from './cluster.ts';
 import type { DisableMarks } from './disable-marks.ts';
-import { BadRequestError, ConflictError, invalidField } from './errors.ts';
+import { BadRequestError, ConflictError, StrongroomError, invalidField } from './errors.ts';
 import { pluginInfo, type Events } from './events/events.ts';
 import { fenceWrite } from './fence.ts';
 import type { Backend, BackendContext, BackendFactory, MountInfo } from './framework.ts';
@@ -20,6 +20,12 @@ import { MountSignals } from './signals.ts';
 import type { SharedStorage } from './storage/types.ts';
 import { GuardError, StorageView } from './storage/view.ts';
 import type { TokenStore } from './tokens.ts';
+
+/**
+ * The built-ins a start runs before it listens even when it defers the rest: sys/ answers sys/health (and every sys
+ * request), and identity/ installs the OIDC issuer that engines ask for plugin identity tokens.
+ */
+const SERVED_FIRST = new Set(['system', 'identity']);
 
 /** Engine and auth method factories by type; a type name may exist in both classes ("cloud"). */
 export interface BackendRegistry {
@@ -70,6 +76,9 @@ export class MountLifecycle {
    * time: a table read by the follower must not undo a mount this node is adding.
    */
   readonly #mountChanges = new KeyedLock();
+  /** Mounts in the table whose backend a start left for later (startBackends), by uuid; `loading` once started. */
+  readonly #deferred = new Map<string, { loading?: Promise<void> }>();
+  #closing = false;
 
   constructor(deps: Pick<MountLifecycle, 'options' | 'barrier' | 'systemView' | 'clock' | 'logger' | 'mounts' | 'policies' | 'leases' | 'tokens' | 'cluster' | 'audit' | 'events' | 'marks' | 'leadership'> & { mounted: Map<string, Mounted>; shared: SharedStorage | undefined }) {
     const { mounted, shared, ...rest } = deps;
@@ -102,6 +111,83 @@ export class MountLifecycle {
     }
   }
 
+  /**
+   * The mounts created on first initialisation (`CoreOptions.defaultMounts`): added to the table only, like the
+   * built-ins; the start instantiates them with the rest of the table (`startBackends`).
+   */
+  async addDefaultMounts(defaults: ReadonlyArray<{ path: string; type: string; description: string }>): Promise<void> {
+    for (const m of defaults) {
+      const cls = m.path.startsWith('auth/') ? 'auth' : 'secret';
+      if (!this.options.backends[cls][m.type]) continue;
+      try {
+        await this.mounts.add(this.mounts.prepare(m.path, m.type, cls, m.description, { default_lease_ttl: 0, max_lease_ttl: 0 }));
+      } catch (err) {
+        if (!(err instanceof ConflictError)) throw err;
+      }
+    }
+  }
+
+  /**
+   * At start: the backend of every mount in the table. With `defer`, only those of SERVED_FIRST before this returns;
+   * the others (the engines, auth methods and the token store, whose modules load at their first use) wait in
+   * `#deferred` until `loadDeferred` or a request for them (`serving`) starts them, so the process can listen first.
+   */
+  async startBackends(defer: boolean): Promise<void> {
+    for (const entry of this.mounts.all()) {
+      if (this.#mounted.has(entry.uuid)) continue;
+      if (defer && !SERVED_FIRST.has(entry.type)) this.#deferred.set(entry.uuid, {});
+      else await this.instantiate(entry);
+    }
+  }
+
+  /** Starts every deferred backend (see startBackends); resolves once each is running or has failed. */
+  async loadDeferred(): Promise<void> {
+    await Promise.all([...this.#deferred.keys()].map((uuid) => this.#load(uuid)?.catch(() => undefined)));
+  }
+
+  /**
+   * The backend serving `entry`, or the promise of it while it is deferred (starting it); undefined when none is
+   * registered for its type, as before. A deferred backend that failed to start rejects with 503 for every request
+   * to its mount until a restart (the pipeline tells it only to a caller allowed there): it fails closed rather than
+   * answering 404 or serving half made.
+   */
+  serving(entry: MountEntry): Mounted | undefined | Promise<Mounted | undefined> {
+    if (!this.#deferred.has(entry.uuid)) return this.#mounted.get(entry.uuid);
+    return this.#load(entry.uuid)!.then(() => this.#mounted.get(entry.uuid));
+  }
+
+  /** The backend serving the mount at `fullPath`, once started (see serving). */
+  async servingAt(fullPath: string): Promise<Mounted | undefined> {
+    const entry = this.mounts.get(fullPath);
+    return entry && this.serving(entry);
+  }
+
+  #load(uuid: string): Promise<void> | undefined {
+    const deferred = this.#deferred.get(uuid);
+    if (!deferred) return undefined;
+    // Not under the lock of mount changes: each of those first waits for every deferred backend (#changeMounts), so
+    // none can run beside this; and a lease operation waiting here must not wait behind a move that waits for it.
+    deferred.loading ??= (async () => {
+      if (this.#closing) throw new StrongroomError(503, 'the server is stopping');
+      const entry = this.mounts.all().find((e) => e.uuid === uuid);
+      if (!entry) {
+        this.#deferred.delete(uuid);
+        return;
+      }
+      try {
+        await this.instantiate(entry);
+      } catch (err) {
+        const half = this.#mounted.get(uuid);
+        this.#mounted.delete(uuid);
+        if (half) await this.#unmount(half).catch(() => undefined);
+        // The reason names a module or a storage failure; a backend's errors never carry secrets (errors.ts).
+        this.logger.error({ mount: entry.path, type: entry.type, reason: (err as Error).message }, 'the backend of a mount failed to start: its requests are refused with 503');
+        throw new StrongroomError(503, `the backend of the mount "${entry.path}" failed to start (the server log says why)`);
+      }
+    })();
+    return deferred.loading;
+  }
+
   /** Enables a secrets engine (`path`) or auth method (`auth/<path>`). */
   async enableMount(fullPath: string, type: string, description: string, config: MountEntry['config']): Promise<MountEntry> {
     const cls = fullPath.startsWith('auth/') ? 'auth' : 'secret';
@@ -123,7 +209,10 @@ export class MountLifecycle {
     });
   }
 
-  #changeMounts<T>(fn: () => Promise<T>): Promise<T> {
+  async #changeMounts<T>(fn: () => Promise<T>): Promise<T> {
+    // Deferred backends are all started (or failed) before the table changes under them; once done, nothing is deferred
+    // but a failure, which stays refused (serving) until a restart.
+    await this.loadDeferred();
     return this.#mountChanges.run('', fn);
   }
 
@@ -155,6 +244,7 @@ export class MountLifecycle {
       const mounted = this.#mounted.get(entry.uuid);
       if (mounted) await this.#unmount(mounted);
       this.#mounted.delete(entry.uuid);
+      this.#deferred.delete(entry.uuid);
       await new StorageView(this.barrier, storagePrefix(entry)).clear();
       await this.mounts.remove(fullPath);
     });
@@ -271,6 +361,8 @@ export class MountLifecycle {
     this.#mounted.set(entry.uuid, mounted);
     await backend.initialize?.();
     if (this.cluster.leading) await this.leadership.startLeaderWork(mounted);
+    // Served from here on (serving): a deferred mount's requests waited until it was initialised.
+    this.#deferred.delete(entry.uuid);
   }
 
   /** Stops what a backend runs here (its leader work first) before it goes: a disable, a move, a change elsewhere, shutdown. */
@@ -279,8 +371,11 @@ export class MountLifecycle {
     await mounted.backend.cleanup?.();
   }
 
-  /** Stops every backend running here (shutdown). */
+  /** Stops every backend running here (shutdown), once those starting have started; deferred ones never start. */
   async unmountAll(): Promise<void> {
+    this.#closing = true;
+    await Promise.all([...this.#deferred.values()].map((d) => d.loading?.catch(() => undefined)));
+    this.#deferred.clear();
     for (const m of this.#mounted.values()) await this.#unmount(m);
     this.#mounted.clear();
   }
@@ -308,7 +403,7 @@ export class MountLifecycle {
         await this.#unmount(mounted);
         this.#mounted.delete(uuid);
       }
-      for (const entry of wanted.values()) if (!this.#mounted.has(entry.uuid)) await this.instantiate(entry);
+      for (const entry of wanted.values()) if (!this.#mounted.has(entry.uuid) && !this.#deferred.has(entry.uuid)) await this.instantiate(entry);
     });
   }
 }

@@ -1,6 +1,5 @@
 import type { Fields } from './fields.ts';
 import type { PathDefinition } from './framework.ts';
-import { openApiDocument } from './openapi.ts';
 
 /**
  * Vault's path help (`GET <path>?help=1`, what `vault path-help` and node-vault's `help` send): `{help, see_also,
@@ -14,7 +13,9 @@ export function wantsHelp(query: Record<string, string | string[]>): boolean {
   return v !== undefined && TRUE.has(Array.isArray(v) ? v[0] : v);
 }
 
-export function pathHelp(mountPath: string, relative: string, def: PathDefinition, version: string): Record<string, unknown> {
+/** The OpenAPI writer loads at the first help asked for (or document), not at start. */
+export async function pathHelp(mountPath: string, relative: string, def: PathDefinition, version: string): Promise<Record<string, unknown>> {
+  const { openApiDocument } = await import('./openapi.ts');
   return {
     help: helpText(relative, def),
     see_also: null,

@@ -47,19 +47,14 @@ export class Pipeline {
   declare readonly sealing: Pick<Sealing, 'sealed'>;
   declare readonly mounts: Pick<MountTable, 'match'>;
   declare readonly marks: Pick<DisableMarks, 'refuses'>;
-  declare readonly mountTable: Pick<MountLifecycle, 'effectiveTtls'>;
+  declare readonly mountTable: Pick<MountLifecycle, 'effectiveTtls' | 'serving'>;
   declare readonly tokens: Pick<TokenStore, 'lookup'>;
   declare readonly policies: Pick<PolicyStore, 'aclFor' | 'builtAcl'>;
   declare readonly leases: Pick<LeaseManager, 'register' | 'prepare' | 'forget'>;
   declare readonly login: Pick<Login, 'login' | 'useOnce'>;
   declare readonly wrapping: Pick<ResponseWrapper, 'wrap'>;
-  /** The backends running here (the mount life cycle's, read only). */
-  readonly #mounted: ReadonlyMap<string, Mounted>;
-
-  constructor(deps: Pick<Pipeline, 'options' | 'clock' | 'logger' | 'audit' | 'sealing' | 'mounts' | 'marks' | 'mountTable' | 'tokens' | 'policies' | 'leases' | 'login' | 'wrapping'> & { mounted: ReadonlyMap<string, Mounted> }) {
-    const { mounted, ...rest } = deps;
-    Object.assign(this, rest);
-    this.#mounted = mounted;
+  constructor(deps: Pick<Pipeline, 'options' | 'clock' | 'logger' | 'audit' | 'sealing' | 'mounts' | 'marks' | 'mountTable' | 'tokens' | 'policies' | 'leases' | 'login' | 'wrapping'>) {
+    Object.assign(this, deps);
   }
 
   async handle(req: CoreRequest): Promise<CoreResponse> {
@@ -97,7 +92,10 @@ export class Pipeline {
     const entry = this.mounts.match(path);
     served.mount = entry?.path;
     if (entry && this.marks.refuses(entry.path)) throw new StrongroomError(503, `the mount "${entry.path}" is being disabled or moved`);
-    const mounted = entry ? this.#mounted.get(entry.uuid) : undefined;
+    const serving = entry && this.mountTable.serving(entry);
+    // A backend that failed to start (its 503) is told only to a caller the ACL lets reach the path, like a 404.
+    let unavailable: unknown;
+    const mounted = serving instanceof Promise ? await serving.catch((err: unknown) => void (unavailable = err)) : serving;
     let relative = entry ? path.slice(entry.path.length) : path;
     let match = mounted?.table.match(relative);
     // Canonical before authorised: from here on the ACL, the lease id and the handler see one spelling.
@@ -131,12 +129,13 @@ export class Pipeline {
 
     if (!mounted || !match) {
       if (acl && !acl.allowOperation(path, operation === 'list' ? 'list' : operation === 'read' ? 'read' : 'update', undefined).allowed) throw new PermissionDeniedError();
+      if (unavailable) throw unavailable;
       throw new NotFoundError(mounted ? 'unsupported path' : `no handler for route "${path}". route entry not found.`);
     }
     if (operation === 'read' && wantsHelp(req.query)) {
       // As in Vault: any capability on the path (not only read) lets a token see its help.
       if (acl && acl.capabilities(path).every((c) => c === 'deny')) throw new PermissionDeniedError();
-      return { status: 200, headers: { 'content-type': 'application/json' }, body: JSON.stringify(pathHelp(mounted.entry.path, relative, match.def, VERSION)) };
+      return { status: 200, headers: { 'content-type': 'application/json' }, body: JSON.stringify(await pathHelp(mounted.entry.path, relative, match.def, VERSION)) };
     }
 
     const validated = validateFields(match.def.fields ?? {}, input);

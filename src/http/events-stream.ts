@@ -6,13 +6,14 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
-import { WebSocketServer, type WebSocket } from 'ws';
+import type { WebSocket, WebSocketServer } from 'ws';
 import type { Core } from '../core/core.ts';
 import { BadRequestError, PermissionDeniedError, StrongroomError } from '../core/errors.ts';
 import { parseFilter } from '../core/events/filter.ts';
 import { runSubscription, type SubscriberSink, type SubscriptionSpec } from '../core/events/subscription.ts';
 import type { Acl } from '../core/policy/acl.ts';
 import { storageRefusal } from '../core/storage/types.ts';
+import { ws as wsModule } from '../lib/first-use.ts';
 import { tokenFromHeaders } from './token-header.ts';
 
 const SUBSCRIBE_PREFIX = '/v1/sys/events/subscribe/';
@@ -59,12 +60,16 @@ function errorStatus(err: unknown): { status: number; message: string } {
 
 /** Registers both endpoints on the app's server. */
 export function eventStreams(app: FastifyInstance, core: Core): void {
-  const sockets = new WebSocketServer({ noServer: true, maxPayload: 4096 });
+  // Made at the first upgrade: `ws` is no part of a start.
+  let sockets: WebSocketServer | undefined;
   app.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     const url = new URL(req.url ?? '/', 'http://strongroom');
     if (!url.pathname.startsWith(SUBSCRIBE_PREFIX)) return socket.destroy();
     admit(core, url, req.headers, SUBSCRIBE_PREFIX).then(
-      ({ spec, authorise }) => sockets.handleUpgrade(req, socket, head, (ws) => serveSocket(core, ws, spec, authorise)),
+      ({ spec, authorise }) => {
+        sockets ??= new (wsModule().WebSocketServer)({ noServer: true, maxPayload: 4096 });
+        sockets.handleUpgrade(req, socket, head, (ws) => serveSocket(core, ws, spec, authorise));
+      },
       (err: unknown) => {
         const { status, message } = errorStatus(err);
         const body = JSON.stringify({ errors: [message] });
@@ -73,8 +78,8 @@ export function eventStreams(app: FastifyInstance, core: Core): void {
     );
   });
   app.addHook('onClose', async () => {
-    for (const ws of sockets.clients) ws.terminate();
-    sockets.close();
+    for (const ws of sockets?.clients ?? []) ws.terminate();
+    sockets?.close();
   });
 
   app.get(`${STREAM_PREFIX}*`, async (req, reply) => {

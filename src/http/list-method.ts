@@ -1,5 +1,4 @@
 import type { Socket } from 'node:net';
-import { STATUS_CODES } from 'node:http';
 import type { Core } from '../core/core.ts';
 import type { CoreResponse } from '../core/request.ts';
 import type { AccessLog } from './access-log.ts';
@@ -60,6 +59,7 @@ function writeRaw(socket: Socket, res: CoreResponse): void {
   if (socket.destroyed) return;
   const body = res.body === undefined ? Buffer.alloc(0) : Buffer.from(res.body);
   const headers = { ...res.headers, 'cache-control': 'no-store', 'content-length': String(body.length), connection: 'close' };
-  const lines = [`HTTP/1.1 ${res.status} ${STATUS_CODES[res.status] ?? ''}`, ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`)];
+  // Read through getBuiltinModule for the reason src/core/errors.ts gives (an ESM import of node:http loads undici).
+  const lines = [`HTTP/1.1 ${res.status} ${process.getBuiltinModule('node:http').STATUS_CODES[res.status] ?? ''}`, ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`)];
   socket.end(Buffer.concat([Buffer.from(`${lines.join('\r\n')}\r\n\r\n`, 'latin1'), body]));
 }

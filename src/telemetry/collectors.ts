@@ -28,7 +28,7 @@ export abstract class Collector {
     return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values: await this.samples() };
   }
 
-  register(registry: Registry): this {
+  register(registry: Pick<Registry, 'registerMetric'>): this {
     // The registry only calls get(); its Metric type describes prom-client's own classes.
     registry.registerMetric(this as unknown as Metric);
     return this;

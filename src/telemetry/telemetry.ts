@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { Registry, collectDefaultMetrics } from 'prom-client';
+import type { Metric, Registry } from 'prom-client';
 import type { Family, Labels, MountMetrics } from '../core/framework.ts';
 import type { CoreTelemetry } from '../core/metrics.ts';
 import type { EventCounters } from '../core/events/outbox.ts';
@@ -7,6 +7,7 @@ import type { ServedRequest } from '../core/request.ts';
 import type { LeaseEvents } from '../core/leases.ts';
 import { LayeredStorage } from '../core/storage/layered.ts';
 import type { Storage, StorageCondition, StorageOp } from '../core/storage/types.ts';
+import { promClient } from '../lib/first-use.ts';
 import { Counter, type CounterCell, type Collector, Histogram, type HistogramCell, type LabelSet, type Reading, Sourced, Summary, type SummaryCell } from './collectors.ts';
 import { shared } from './families.ts';
 
@@ -48,10 +49,34 @@ function vault(dotted: string): string {
 let processRegistry: Registry | undefined;
 function processMetrics(): Registry {
   if (!processRegistry) {
+    const { Registry, collectDefaultMetrics } = promClient();
     processRegistry = new Registry();
     collectDefaultMetrics({ register: processRegistry });
   }
   return processRegistry;
+}
+
+/**
+ * A server's families in the order they were made, handed to a prom-client Registry only when first scraped: they
+ * record without it (collectors.ts), and prom-client (~90 modules with its OpenTelemetry dependency) is then no part
+ * of a start.
+ */
+class Families {
+  readonly #made: Metric[] = [];
+  #registry: Registry | undefined;
+
+  registerMetric(metric: Metric): void {
+    this.#made.push(metric);
+    this.#registry?.registerMetric(metric);
+  }
+
+  registry(): Registry {
+    if (!this.#registry) {
+      this.#registry = new (promClient().Registry)();
+      for (const metric of this.#made) this.#registry.registerMetric(metric);
+    }
+    return this.#registry;
+  }
 }
 
 /** What `watch` reads of the core. */
@@ -80,7 +105,7 @@ export interface TelemetryOptions {
  * what each mount gets to record its own events (`forMount`).
  */
 export class Telemetry implements CoreTelemetry {
-  readonly #registry = new Registry();
+  readonly #registry = new Families();
   readonly #logger: Logger;
   readonly #durations = new Histogram('strongroom_request_duration_seconds', 'Requests through the core by mount, operation and status; _count is the number of requests.', ['mount', 'operation', 'status'], REQUEST_BUCKETS).register(this.#registry);
   readonly #handle = new Summary(vault('vault.core.handle_request'), 'Time to handle a non-login request (ms).').register(this.#registry).cell();
@@ -103,7 +128,13 @@ export class Telemetry implements CoreTelemetry {
     this.#logger = opts.logger;
     const timer = (op: StorageOperation) => new Summary(vault(`vault.${opts.storageBackend}.${op}`), `Time of a ${op} in the ${opts.storageBackend} storage (ms).`).register(this.#registry).cell();
     this.#storage = { get: timer('get'), put: timer('put'), delete: timer('delete'), list: timer('list'), transaction: timer('transaction') };
-    // Made with the first server rather than at the first scrape, so GC and event-loop lag are observed from the start.
+  }
+
+  /**
+   * Starts Node's process collectors (GC, event-loop lag, ...) ahead of the first scrape, so that they observe the
+   * process from then on: the server calls it once it listens (createServer, `finishStart`).
+   */
+  observeProcess(): void {
     processMetrics();
   }
 
@@ -226,10 +257,11 @@ export class Telemetry implements CoreTelemetry {
   async render(format: 'prometheus' | 'json', maxAgeMs = 0): Promise<{ contentType: string; body: string }> {
     await Promise.all([...this.#families.values()].map((f) => (f instanceof Sourced ? f.refresh(maxAgeMs) : undefined)));
     if (format === 'prometheus') {
-      const [own, process] = await Promise.all([this.#registry.metrics(), processMetrics().metrics()]);
-      return { contentType: this.#registry.contentType, body: `${own}\n${process}` };
+      const registry = this.#registry.registry();
+      const [own, process] = await Promise.all([registry.metrics(), processMetrics().metrics()]);
+      return { contentType: registry.contentType, body: `${own}\n${process}` };
     }
-    const families = [...(await this.#registry.getMetricsAsJSON()), ...(await processMetrics().getMetricsAsJSON())];
+    const families = [...(await this.#registry.registry().getMetricsAsJSON()), ...(await processMetrics().getMetricsAsJSON())];
     return { contentType: 'application/json', body: JSON.stringify(vaultJson(families as unknown as JsonFamily[], new Date())) };
   }
 }

@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, inject, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, inject, it, vi } from 'vitest';
 import { canBind, createIsolatedOu, readEntry, type IsolatedOu } from '../support/slapd.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 import { configure, cred, mountStorage, ok, ouConfig } from '../support/ldap-engine.ts';
@@ -274,6 +274,9 @@ describe('GET ldap/static-cred/:name of a role on the bind account', () => {
       await mountStorage(first).putJson('static-role/legacy', legacyRole('legacy', { username: 'engine', dn: ou.engine.dn }));
       await first.close();
       node = await startNode(`sqlite:${join(dataDir, 'strongroom.db')}`, unsealKey);
+      // The engine starts once the listener is open (docs/architecture.md, "Start-up"): its warning follows shortly.
+      const started = node;
+      await vi.waitFor(() => expect(started.logs.filter((l) => l.role === 'legacy')).not.toEqual([]), { timeout: 15_000, interval: 50 });
       const warnings = node.logs.filter((l) => l.role === 'legacy');
       expect(warnings).toEqual([expect.objectContaining({ mount: 'ldap/', msg: expect.stringMatching(/binds as/) })]);
       expect(JSON.stringify(node.logs)).not.toContain(ou.engine.password);

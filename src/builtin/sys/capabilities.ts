@@ -12,11 +12,11 @@ const tables = new WeakMap<Backend, PathTable>();
  * `canonical`), so the capabilities reported are the ones a request there would meet. Undefined when a request
  * would be refused for its spelling alone.
  */
-export function requestPath(core: Core, raw: string): string | undefined {
+export async function requestPath(core: Core, raw: string): Promise<string | undefined> {
   const path = raw.replace(/^\/+/, '');
   if (pathProblem(path)) return undefined;
   const entry = core.mounts.match(path);
-  const backend = entry && core.mountedBackend(entry.path);
+  const backend = entry && await core.servingBackend(entry.path);
   if (!entry || !backend) return path;
   let table = tables.get(backend);
   if (!table) tables.set(backend, (table = new PathTable(backend)));
@@ -48,7 +48,7 @@ export function capabilitiesPaths(core: Core): PathDefinition[] {
     const acl = await core.policies.aclFor(policies);
     const out: Record<string, unknown> = {};
     for (const p of paths) {
-      const routed = requestPath(core, p);
+      const routed = await requestPath(core, p);
       out[p] = routed === undefined ? ['deny'] : acl.capabilities(routed);
     }
     if (paths.length === 1) out.capabilities = out[paths[0]];

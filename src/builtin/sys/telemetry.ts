@@ -2,7 +2,6 @@ import type { Core } from '../../core/core.ts';
 import { BadRequestError } from '../../core/errors.ts';
 import { field } from '../../core/fields.ts';
 import { definePath, type PathDefinition } from '../../core/framework.ts';
-import { openApiDocument } from '../../core/openapi.ts';
 import { visibleMounts } from './ui-mounts.ts';
 
 /**
@@ -46,7 +45,9 @@ export function telemetryPaths(core: Core, opts: TelemetryPathOptions): PathDefi
       fields: { generic_mount_paths: field.bool('Use {<mount>_mount_path} parameters instead of the mounts\' own paths.') },
       operations: {
         read: async (req) => {
-          const mounts = (await visibleMounts(core, req.caller)).map((entry) => ({ path: entry.path, paths: core.mountedBackend(entry.path)?.paths ?? [] }));
+          const mounts = await Promise.all((await visibleMounts(core, req.caller)).map(async (entry) => ({ path: entry.path, paths: (await core.servingBackend(entry.path))?.paths ?? [] })));
+          // Loaded at the first document asked for, not at start.
+          const { openApiDocument } = await import('../../core/openapi.ts');
           const doc = openApiDocument(mounts, { version: opts.version, genericMountPaths: req.data.generic_mount_paths ?? false });
           return { raw: { status: 200, body: JSON.stringify(doc) } };
         },

@@ -34,7 +34,7 @@ async function renew(core: Core, entry: TokenEntry, increment: number): Promise<
   let maxTtl = minPositive(core.effectiveTtls(core.mounts.all().find((m) => m.accessor === entry.mountAccessor)).max, entry.explicitMaxTtl);
   const mount = core.mounts.all().find((m) => m.accessor === entry.mountAccessor && m.path !== 'auth/token/');
   if (mount) {
-    const backend = core.mountedBackend(mount.path);
+    const backend = await core.servingBackend(mount.path);
     if (backend?.renewAuth) {
       const fresh = await backend.renewAuth({ accessor: entry.accessor, entityId: entry.entityId, policies: entry.policies, metadata: entry.meta, internal: entry.internal, issueTime: entry.creationTime });
       ttl = fresh.period || increment || fresh.ttl || ttl;
