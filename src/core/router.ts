@@ -109,4 +109,6 @@ const ROOT_PROTECTED: RegExp[] = [
   /^auth\/token\/revoke-orphan(\/.*)?$/, /^auth\/token\/accessors\/?$/,
 ];
 
-export const isRootProtected = (path: string): boolean => ROOT_PROTECTED.some((re) => re.test(path));
+/** Every request asks; only paths under the two prefixes the list names can match, so no expression runs for the rest. */
+export const isRootProtected = (path: string): boolean =>
+  (path.startsWith('sys/') || path.startsWith('auth/token/')) && ROOT_PROTECTED.some((re) => re.test(path));
