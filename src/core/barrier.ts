@@ -240,13 +240,13 @@ export class Barrier extends LayeredStorage {
     return this.#seals;
   }
 
-  /** A copy of the plaintext: the one remembered for the ciphertext is never handed out. Every request reads here, so without an async frame of its own. */
+  /** A copy of the plaintext: the one remembered for the ciphertext is handed out only by `peek`. */
   get(key: string): Promise<Buffer | undefined> {
-    return this.inner.get(key).then((blob) => {
-      if (blob === undefined) return undefined;
-      const plain = this.#plaintextOf(key, blob);
-      return plain instanceof Promise ? plain.then((p) => Buffer.from(p)) : Buffer.from(plain);
-    });
+    return this.peek(key).then((plain) => plain && Buffer.from(plain));
+  }
+  /** The plaintext remembered for the stored ciphertext itself (see Storage.peek: never to be changed). */
+  peek(key: string): Promise<Buffer | undefined> {
+    return this.inner.get(key).then((blob) => blob && this.#plaintextOf(key, blob));
   }
   async put(key: string, value: Buffer): Promise<void> {
     const sealed = this.#seal(key, value);

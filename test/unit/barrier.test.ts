@@ -20,6 +20,22 @@ describe('Barrier', () => {
     expect((await barrier.get('secret/x'))!.toString()).toBe('hunter2');
   });
 
+  it('"get hands out a copy of the plaintext, peek the bytes remembered for the ciphertext (to parse or compare, never to change)"', async () => {
+    const barrier = new Barrier(new MemoryStorage());
+    await barrier.initialize(key());
+    const written = Buffer.from('hunter2');
+    await barrier.put('secret/x', written);
+    written.fill(0);
+    const got = (await barrier.get('secret/x'))!;
+    got.fill(0);
+    expect((await barrier.get('secret/x'))!.toString()).toBe('hunter2');
+    const peeked = (await barrier.peek('secret/x'))!;
+    expect(peeked.toString()).toBe('hunter2');
+    expect(await barrier.peek('secret/x')).toBe(peeked);
+    expect(await barrier.get('secret/x')).not.toBe(peeked);
+    expect(await barrier.peek('secret/none')).toBeUndefined();
+  });
+
   it('"the storage path is bound as associated data: a ciphertext moved to another key does not open"', async () => {
     const raw = new MemoryStorage();
     const barrier = new Barrier(raw);

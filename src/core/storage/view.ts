@@ -31,6 +31,10 @@ export class StorageView {
   get(key: string): Promise<Buffer | undefined> {
     return this.#inner.get(this.prefix + key);
   }
+  /** See Storage.peek: bytes that may be shared, for a reader that only parses or compares them. */
+  peek(key: string): Promise<Buffer | undefined> {
+    return this.#inner.peek ? this.#inner.peek(this.prefix + key) : this.#inner.get(this.prefix + key);
+  }
   put(key: string, value: Buffer): Promise<void> {
     return this.#inner.put(this.prefix + key, value);
   }
@@ -67,7 +71,8 @@ export class StorageView {
   }
 
   async getJson<T>(key: string, parse?: (raw: unknown) => T): Promise<T | undefined> {
-    const raw = await this.get(key);
+    // Parsed and let go: the bytes need no copy of their own.
+    const raw = await this.peek(key);
     if (raw === undefined) return undefined;
     const value: unknown = JSON.parse(raw.toString('utf8'));
     return parse ? parse(value) : (value as T);

@@ -59,7 +59,8 @@ export class StaticCredCache {
 
   /** The answer for role `name` as stored now; undefined when there is no such role. */
   async read(storage: StorageView, name: string, clock: { now(): number }, verification?: Verification): Promise<Record<string, unknown> | undefined> {
-    const raw = await storage.get(staticRoleKey(name));
+    // Peeked (see Storage.peek): the entry keeps the bytes to compare and parse, and never changes them.
+    const raw = await storage.peek(staticRoleKey(name));
     if (!raw) {
       this.#entries.delete(name);
       return undefined;
@@ -71,7 +72,7 @@ export class StaticCredCache {
       setBounded(this.#entries, LIMIT, name, entry);
     }
     if (verification) {
-      const against = (await storage.get(verification.key)) ?? EMPTY;
+      const against = (await storage.peek(verification.key)) ?? EMPTY;
       if (!entry.verifiedAt?.equals(against)) {
         await verification.check(entry.role);
         entry.verifiedAt = against;
