@@ -1,37 +1,14 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { hash } from 'node:crypto';
-import { z } from 'zod';
 import type { Logger } from 'pino';
 import type { Clock } from './clock.ts';
-import { setBounded } from './bounded-map.ts';
 import { BadRequestError, ConflictError, StrongroomError } from './errors.ts';
 import type { LeaseView, SecretType } from './framework.ts';
-import { bucketName, dueAt, LeaseExpiry } from './lease-expiry.ts';
+import { LeaseExpiry } from './lease-expiry.ts';
+import { claimKey, deletionOps, foldedIds, irrevocableKey, LeaseRecords, movedKey, recordOps, timeKey, tokenLeaseIds, type LeaseEntry, type NewLease } from './lease-records.ts';
 import type { KeyOp, StorageCondition, StorageOp } from './storage/types.ts';
 import type { PreparedWrite, StorageView } from './storage/view.ts';
 
-export const leaseEntrySchema = z.object({
-  id: z.string(),
-  kind: z.enum(['secret', 'token']),
-  mountPath: z.string(),
-  secretType: z.string().default(''),
-  internal: z.record(z.string(), z.unknown()).default({}),
-  issueTime: z.number(),
-  expireTime: z.number(),
-  lastRenewal: z.number().default(0),
-  ttl: z.number(),
-  maxTtl: z.number().default(0),
-  renewable: z.boolean(),
-  tokenSalted: z.string().default(''),
-  attempts: z.number().default(0),
-  nextAttempt: z.number().default(0),
-  irrevocable: z.boolean().default(false),
-  revokeError: z.string().default(''),
-  /** The id the lease was issued under, once a remount has moved it (see `prepareMove`); empty until then. */
-  issuedAs: z.string().default(''),
-});
-export type LeaseEntry = z.infer<typeof leaseEntrySchema>;
-export type NewLease = Omit<LeaseEntry, 'attempts' | 'nextAttempt' | 'irrevocable' | 'revokeError' | 'lastRenewal' | 'issuedAs'>;
+export { leaseEntrySchema, type LeaseEntry, type NewLease } from './lease-records.ts';
 
 /** What the lease manager reports as it works, for metrics (by the mount the lease belongs to). */
 export interface LeaseEvents {
@@ -69,16 +46,10 @@ export interface LeaseManagerDeps {
  * bounded by the engine's own timeouts).
  */
 const CLAIM_WAIT_MS = 60_000;
-// The one-shot hash: 1.0–1.5 µs a key here, against 2.7–4.0 for a Hash object (four keys a dynamic credential).
-const leaseKey = (id: string) => hash('sha256', id, 'hex').slice(0, 32);
-/** Leases registered lately whose stored bytes are remembered (see LeaseManager #recent). */
-const RECENT_LIMIT = 1024;
-/** An index of the irrevocable leases, so counting them is one listing (leases marked before it existed are not in it). */
-const irrevocableKey = (id: string) => `irrevocable/${leaseKey(id)}`;
 
 /**
- * Leases: registration, renewal, revocation, and the records of each (with the time index `time/<minute>/<hash>`
- * that the expiry scheduler, `lease-expiry.ts`, arms its timers from).
+ * Leases: registration, renewal and revocation. What each writes (the record and its index entries, among them the
+ * time index the expiry scheduler, `lease-expiry.ts`, arms its timers from) is `lease-records.ts`.
  *
  * Expiry runs on the cluster's leader only (between `start` and `stop`); registration, renewal and revocation by
  * hand run on any node. Because of that, an expiry re-reads its lease before acting (a renewal on another node moved
@@ -90,6 +61,7 @@ const irrevocableKey = (id: string) => `irrevocable/${leaseKey(id)}`;
 export class LeaseManager {
   readonly #d: LeaseManagerDeps;
   readonly #expiry: LeaseExpiry;
+  readonly #records: LeaseRecords;
   readonly #inFlight = new Map<string, Promise<void>>();
   /** Lease operations under way (renew, extend, revoke, recording a failure), which a move waits for. */
   #active = 0;
@@ -101,6 +73,7 @@ export class LeaseManager {
 
   constructor(deps: LeaseManagerDeps) {
     this.#d = deps;
+    this.#records = new LeaseRecords(deps.view);
     this.#expiry = new LeaseExpiry({
       view: deps.view,
       clock: deps.clock,
@@ -145,8 +118,8 @@ export class LeaseManager {
     const full: LeaseEntry = { ...entry, attempts: 0, nextAttempt: 0, irrevocable: false, revokeError: '', lastRenewal: 0, issuedAs: '' };
     const event = this.#announce('lease/issued', full);
     const raw = Buffer.from(JSON.stringify(full));
-    return { lease: full, write: { ops: [...this.#d.view.qualify(this.#records(full, raw)), ...event.ops], conditions: this.#d.guards(entry), committed: () => {
-      setBounded(this.#recent, RECENT_LIMIT, full.id, { raw, entry: full });
+    return { lease: full, write: { ops: [...this.#d.view.qualify(recordOps(full, raw)), ...event.ops], conditions: this.#d.guards(entry), committed: () => {
+      this.#records.remember(full, raw);
       this.#expiry.armIfSoon(full);
       this.#d.events?.registered(full.mountPath);
       event.committed();
@@ -159,50 +132,17 @@ export class LeaseManager {
     return this.#d.announce(type, { lease_id: entry.id, path: entry.id, mount_path: entry.mountPath, expire_time: new Date(entry.expireTime).toISOString() });
   }
 
-  /** The record of a lease and its index entries (expiry time, issuing token, the id it was issued under). */
-  #records(entry: LeaseEntry, raw = Buffer.from(JSON.stringify(entry))): KeyOp[] {
-    const ops: KeyOp[] = [{ type: 'put', key: `id/${entry.id}`, value: raw }];
-    const hashed = leaseKey(entry.id);
-    // An irrevocable lease waits for an operator, not a time (see #failed).
-    if (!entry.irrevocable) ops.push({ type: 'put', key: `time/${bucketName(dueAt(entry))}/${hashed}`, value: Buffer.from(entry.id) });
-    else ops.push({ type: 'put', key: `irrevocable/${hashed}`, value: Buffer.from(entry.id) });
-    if (entry.tokenSalted && entry.kind === 'secret') ops.push({ type: 'put', key: `token/${entry.tokenSalted}/${hashed}`, value: Buffer.from(entry.id) });
-    if (entry.issuedAs) ops.push({ type: 'put', key: `moved/${leaseKey(entry.issuedAs)}`, value: Buffer.from(entry.id) });
-    return ops;
-  }
-
   /** A lease by its id, or by the id it was issued under before a remount moved it. */
   async get(id: string): Promise<LeaseEntry | undefined> {
-    const entry = await this.#read(id);
+    const entry = await this.#records.read(id);
     if (entry) return entry;
-    const current = (await this.#d.view.get(`moved/${leaseKey(id)}`))?.toString();
-    const moved = current === undefined ? undefined : await this.#read(current);
+    const current = (await this.#d.view.get(movedKey(id)))?.toString();
+    const moved = current === undefined ? undefined : await this.#records.read(current);
     return moved?.issuedAs === id ? moved : undefined;
   }
 
-  /**
-   * The bytes each entry read was parsed from: a change of a lease (a renewal, a failure recorded) is written over
-   * exactly them, so it never lands on a lease another node revoked or changed meanwhile.
-   */
-  readonly #stored = new WeakMap<LeaseEntry, Buffer>();
   /** Leases whose expiry is revoking them now: an engine that ends one meanwhile reports it expired, not revoked. */
   readonly #expiringIds = new Set<string>();
-
-  /**
-   * Leases this node registered lately, with the bytes stored for each: a read that finds exactly those bytes (a CI
-   * job revoking its credential) takes the entry as registered instead of parsing it. The read itself still happens:
-   * the stored record is the truth (another node may have renewed, revoked or moved the lease).
-   */
-  readonly #recent = new Map<string, { raw: Buffer; entry: LeaseEntry }>();
-
-  async #read(id: string): Promise<LeaseEntry | undefined> {
-    const raw = await this.#d.view.get(`id/${id}`);
-    if (raw === undefined) return undefined;
-    const recent = this.#recent.get(id);
-    const entry = recent?.raw.equals(raw) ? { ...recent.entry } : leaseEntrySchema.parse(JSON.parse(raw.toString('utf8')));
-    this.#stored.set(entry, raw);
-    return entry;
-  }
 
   /**
    * Direct children of a lease-id prefix. With `foldFrom` (the length of the prefix's mount path) the rest compares
@@ -211,7 +151,7 @@ export class LeaseManager {
   async list(prefix: string, foldFrom?: number): Promise<string[]> {
     if (foldFrom === undefined) return this.#d.view.list(`id/${prefix}`);
     const children = new Set<string>();
-    for (const id of await this.#folded(prefix, foldFrom)) {
+    for (const id of await foldedIds(this.#d.view, prefix, foldFrom)) {
       const rest = id.slice(prefix.length);
       const slash = rest.indexOf('/');
       children.add(slash === -1 ? rest : rest.slice(0, slash + 1));
@@ -227,7 +167,7 @@ export class LeaseManager {
   async idsUnder(prefix: string, foldFrom?: number): Promise<string[]> {
     if (foldFrom !== undefined) {
       // The lease named exactly, or those below it: `ldap/creds/dev` must not reach `ldap/creds/devops/...`.
-      return (await this.#folded(prefix, foldFrom)).filter((id) => id.length === prefix.length || prefix.endsWith('/') || id[prefix.length] === '/');
+      return (await foldedIds(this.#d.view, prefix, foldFrom)).filter((id) => id.length === prefix.length || prefix.endsWith('/') || id[prefix.length] === '/');
     }
     const exact = await this.get(prefix);
     if (exact) return [prefix];
@@ -235,23 +175,9 @@ export class LeaseManager {
     return (await this.#d.view.listRecursive(`id/${base}`)).map((k) => k.slice('id/'.length));
   }
 
-  /** Every lease id under the prefix's mount whose remainder starts with the prefix's, ignoring case. */
-  async #folded(prefix: string, foldFrom: number): Promise<string[]> {
-    const mount = prefix.slice(0, foldFrom);
-    const tail = prefix.slice(foldFrom).toLowerCase();
-    return (await this.#d.view.listRecursive(`id/${mount}`))
-      .map((k) => k.slice('id/'.length))
-      .filter((id) => id.slice(foldFrom).toLowerCase().startsWith(tail));
-  }
-
   /** Ids of the secret leases issued with a token. */
-  async idsByToken(salted: string): Promise<string[]> {
-    const ids: string[] = [];
-    for (const key of await this.#d.view.list(`token/${salted}/`)) {
-      const id = (await this.#d.view.get(`token/${salted}/${key}`))?.toString();
-      if (id) ids.push(id);
-    }
-    return ids;
+  idsByToken(salted: string): Promise<string[]> {
+    return tokenLeaseIds(this.#d.view, salted);
   }
 
   /** Renews a secret lease; the increment is capped by the mount's and the engine's max TTL. */
@@ -314,7 +240,7 @@ export class LeaseManager {
     if (!entry) return undefined;
     const event = this.#announce(this.#expiringIds.has(entry.id) ? 'lease/expired' : 'lease/revoked', entry);
     return { ops: [...this.#d.view.qualify(this.#deletion(entry)), ...event.ops], committed: () => {
-      this.#recent.delete(entry.id);
+      this.#records.forget(entry.id);
       this.#expiry.disarm(entry.id);
       event.committed();
     } };
@@ -365,17 +291,13 @@ export class LeaseManager {
     } catch (err) {
       this.#d.events?.revokeFailed(entry.mountPath);
       if (!force) {
-        if (claim) await this.#d.view.transaction([{ type: 'delete', key: this.#claimKey(entry) }], [{ key: this.#claimKey(entry), expected: claim }]).catch(() => undefined);
+        if (claim) await this.#d.view.transaction([{ type: 'delete', key: claimKey(entry.id) }], [{ key: claimKey(entry.id), expected: claim }]).catch(() => undefined);
         throw err;
       }
       this.#d.logger.warn({ lease_id: id, err: errorText(err) }, 'forced revocation ignored an engine error');
     }
     await this.#delete(entry, expiry ? 'lease/expired' : 'lease/revoked');
     this.#d.events?.revoked(entry.mountPath, started);
-  }
-
-  #claimKey(entry: LeaseEntry): string {
-    return `claim/${leaseKey(entry.id)}`;
   }
 
   /**
@@ -385,7 +307,7 @@ export class LeaseManager {
    */
   async #claim(entry: LeaseEntry, fenced: boolean): Promise<Buffer | undefined> {
     const cluster = this.#d.cluster!;
-    const key = this.#claimKey(entry);
+    const key = claimKey(entry.id);
     const current = await this.#d.view.get(key);
     if (current) {
       const holder = (JSON.parse(current.toString('utf8')) as { node: string }).node;
@@ -408,9 +330,9 @@ export class LeaseManager {
         const updated = { ...entry, attempts, irrevocable: true, revokeError: `out of retries: ${message}` };
         await this.#d.view.transaction([
           { type: 'put', key: `id/${entry.id}`, value: Buffer.from(JSON.stringify(updated)) },
-          { type: 'delete', key: `time/${bucketName(dueAt(entry))}/${leaseKey(entry.id)}` },
+          { type: 'delete', key: timeKey(entry) },
           { type: 'put', key: irrevocableKey(entry.id), value: Buffer.from(entry.id) },
-        ], [this.#unchanged(entry)]);
+        ], [this.#records.unchanged(entry)]);
         return;
       }
       const delay = this.#d.retry.baseDelayMs * 2 ** attempts * (0.5 + Math.random());
@@ -421,21 +343,20 @@ export class LeaseManager {
     });
   }
 
-  /** Guard of a change of `entry`: the lease is still stored exactly as it was read. */
-  #unchanged(entry: LeaseEntry): StorageCondition {
-    return { key: `id/${entry.id}`, expected: this.#stored.get(entry) };
-  }
-
   /** A ConflictError when the lease changed since `before` was read (revoked or renewed through another node). */
   async #reschedule(before: LeaseEntry, after: LeaseEntry, event?: string): Promise<LeaseEntry> {
-    const oldKey = `time/${bucketName(dueAt(before))}/${leaseKey(before.id)}`;
-    const newKey = `time/${bucketName(dueAt(after))}/${leaseKey(after.id)}`;
+    const oldKey = timeKey(before);
+    const newKey = timeKey(after);
     const ops = [{ type: 'put' as const, key: `id/${after.id}`, value: Buffer.from(JSON.stringify(after)) }];
-    const written = await this.#d.view.transaction(oldKey === newKey ? ops : [...ops, { type: 'delete', key: oldKey }, { type: 'put', key: newKey, value: Buffer.from(after.id) }], [this.#unchanged(before)], event ? [this.#announce(event, after)] : []);
+    const written = await this.#d.view.transaction(oldKey === newKey ? ops : [...ops, { type: 'delete', key: oldKey }, { type: 'put', key: newKey, value: Buffer.from(after.id) }], [this.#records.unchanged(before)], event ? [this.#announce(event, after)] : []);
     if (!written) throw new ConflictError('the lease was revoked or changed meanwhile; read it again');
     this.#expiry.disarm(after.id);
     this.#expiry.armIfSoon(after);
     return after;
+  }
+
+  #deletion(entry: LeaseEntry): KeyOp[] {
+    return deletionOps(entry, this.#d.cluster !== undefined);
   }
 
   /**
@@ -444,24 +365,11 @@ export class LeaseManager {
    */
   async #delete(entry: LeaseEntry, event: string): Promise<void> {
     this.#expiry.disarm(entry.id);
-    this.#recent.delete(entry.id);
-    if (await this.#d.view.transaction(this.#deletion(entry), [this.#unchanged(entry)], [this.#announce(event, entry)])) return;
+    this.#records.forget(entry.id);
+    if (await this.#d.view.transaction(this.#deletion(entry), [this.#records.unchanged(entry)], [this.#announce(event, entry)])) return;
     const present = (await this.#d.view.get(`id/${entry.id}`)) !== undefined;
     await this.#d.view.transaction(this.#deletion(entry), [], present ? [this.#announce(event, entry)] : []);
   }
-
-  #deletion(entry: LeaseEntry): KeyOp[] {
-    const ops: KeyOp[] = [
-      { type: 'delete', key: `id/${entry.id}` },
-      { type: 'delete', key: `time/${bucketName(dueAt(entry))}/${leaseKey(entry.id)}` },
-    ];
-    if (entry.tokenSalted && entry.kind === 'secret') ops.push({ type: 'delete', key: `token/${entry.tokenSalted}/${leaseKey(entry.id)}` });
-    if (entry.issuedAs) ops.push({ type: 'delete', key: `moved/${leaseKey(entry.issuedAs)}` });
-    if (entry.irrevocable) ops.push({ type: 'delete', key: irrevocableKey(entry.id) });
-    if (this.#d.cluster) ops.push({ type: 'delete', key: this.#claimKey(entry) });
-    return ops;
-  }
-
 
   /** Engines see a lease by the id it was issued under, the one they may have recorded (`req.leaseId`). */
   #view(entry: LeaseEntry, increment: number): LeaseView {
@@ -513,7 +421,7 @@ export class LeaseManager {
       const before = await this.get(id);
       if (!before) continue;
       const after: LeaseEntry = { ...before, id: to + before.id.slice(from.length), mountPath: before.mountPath === from ? to : before.mountPath, issuedAs: before.issuedAs || before.id };
-      const puts = this.#records(after);
+      const puts = recordOps(after);
       const rewritten = new Set(puts.map((op) => op.key));
       ops.push(...this.#deletion(before).filter((op) => !rewritten.has(op.key)), ...puts);
       moves.push({ before, after });
