@@ -143,7 +143,7 @@ export class TokenStore {
   lookupLive(salted: string): Promise<TokenEntry | undefined> {
     const cache = this.#cache;
     if (!cache) return this.#lookupStored(salted);
-    const known = this.#walk(salted, (s) => cache.get(s));
+    const known = this.#walk(salted, cache);
     return typeof known === 'string' ? this.#lookupStored(salted) : Promise.resolve(known?.entry);
   }
 
@@ -151,24 +151,24 @@ export class TokenStore {
     const read = new Map<string, TokenEntry | null>();
     // Each turn reads one more record of the chain, which #walk bounds by MAX_DEPTH.
     for (;;) {
-      const walked = this.#walk(salted, (s) => read.get(s));
+      const walked = this.#walk(salted, read);
       if (typeof walked !== 'string') return walked?.entry;
       read.set(walked, (await this.lookupSalted(walked)) ?? null);
     }
   }
 
   /**
-   * The live entry for `salted` from the records `get` has (null: known absent), undefined when it is not live, or
-   * the salted id of the first record of its chain that `get` lacks.
+   * The live entry for `salted` from the records `known` holds (null: known absent), undefined when it is not live,
+   * or the salted id of the first record of its chain that `known` lacks.
    */
-  #walk(salted: string, get: (salted: string) => TokenEntry | null | undefined): { entry: TokenEntry } | undefined | string {
-    const entry = get(salted);
+  #walk(salted: string, known: ReadonlyMap<string, TokenEntry | null>): { entry: TokenEntry } | undefined | string {
+    const entry = known.get(salted);
     if (entry === undefined) return salted;
     if (!entry || !this.#live(entry)) return undefined;
     for (let parent = entry.parent, depth = 0; parent !== ''; depth++) {
       // A missing ancestor means its revocation is under way or was interrupted: fail closed.
       if (depth >= TokenStore.MAX_DEPTH) return undefined;
-      const ancestor = get(parent);
+      const ancestor = known.get(parent);
       if (ancestor === undefined) return parent;
       if (!ancestor || !this.#live(ancestor)) return undefined;
       parent = ancestor.parent;
