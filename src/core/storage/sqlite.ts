@@ -184,8 +184,9 @@ export class SqliteStorage implements Storage {
       await new Promise<boolean>((resolve, reject) => this.#push({ ops: [], conditions: [], trim: { before, keep }, resolve, reject }));
       return count - (await this.log.stats()).count;
     },
+    // Committed records only, one snapshot: the triggers keep the count with each commit, so no wait for writes in
+    // flight (under steady writes that wait could last as long as they do, and the feed asks every 10 s).
     stats: async () => {
-      await this.#drain();
       const { count, last } = this.#logStatsStmt.get() as { count: number; last: number | null };
       return { count: Number(count), last: Number(last ?? 0) };
     },
@@ -337,12 +338,17 @@ export class SqliteStorage implements Storage {
 function toRowidTable(db: DatabaseSync): void {
   const table = db.prepare("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'kv'").get() as { sql: string };
   if (!/WITHOUT\s+ROWID/i.test(table.sql)) return;
+  migrateOnce(db, `CREATE TABLE kv_rowid (key TEXT PRIMARY KEY, value BLOB NOT NULL);
+    INSERT INTO kv_rowid (key, value) SELECT key, value FROM kv ORDER BY key;
+    DROP TABLE kv;
+    ALTER TABLE kv_rowid RENAME TO kv;`);
+}
+
+/** Runs a schema change in one transaction: an interrupted one leaves the store as it was. */
+function migrateOnce(db: DatabaseSync, sql: string): void {
   db.exec('BEGIN IMMEDIATE');
   try {
-    db.exec(`CREATE TABLE kv_rowid (key TEXT PRIMARY KEY, value BLOB NOT NULL);
-      INSERT INTO kv_rowid (key, value) SELECT key, value FROM kv ORDER BY key;
-      DROP TABLE kv;
-      ALTER TABLE kv_rowid RENAME TO kv;`);
+    db.exec(sql);
     db.exec('COMMIT');
   } catch (err) {
     db.exec('ROLLBACK');
@@ -356,17 +362,10 @@ function toRowidTable(db: DatabaseSync): void {
  */
 function countEvents(db: DatabaseSync): void {
   if (db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'events_count'").get()) return;
-  db.exec('BEGIN IMMEDIATE');
-  try {
-    db.exec(`CREATE TABLE events_count (n INTEGER NOT NULL);
-      INSERT INTO events_count (n) SELECT count(*) FROM events;
-      CREATE TRIGGER events_counted AFTER INSERT ON events BEGIN UPDATE events_count SET n = n + 1; END;
-      CREATE TRIGGER events_uncounted AFTER DELETE ON events BEGIN UPDATE events_count SET n = n - 1; END;`);
-    db.exec('COMMIT');
-  } catch (err) {
-    db.exec('ROLLBACK');
-    throw err;
-  }
+  migrateOnce(db, `CREATE TABLE events_count (n INTEGER NOT NULL);
+    INSERT INTO events_count (n) SELECT count(*) FROM events;
+    CREATE TRIGGER events_counted AFTER INSERT ON events BEGIN UPDATE events_count SET n = n + 1; END;
+    CREATE TRIGGER events_uncounted AFTER DELETE ON events BEGIN UPDATE events_count SET n = n - 1; END;`);
 }
 
 /** The writer's request for a batch, with every value copied once into a single buffer that is transferred. */
