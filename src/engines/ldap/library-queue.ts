@@ -356,7 +356,9 @@ export class LibraryQueue {
     for (const [id, local] of waiters) {
       const account = held.get(id);
       if (account !== undefined) {
-        if (!local.busy) this.#give(local, { reserved: account });
+        // Not to a waiter a check-in's commit is lending an account meanwhile (headFor chose it after `heads` was
+        // read): that loan serves it, and this reservation, void once it leaves, passes on.
+        if (!local.busy && !this.#handing.has(id)) this.#give(local, { reserved: account });
       } else if (!view.liveIds.has(id) && parseWaiter(id)!.ticket < view.next && !this.#handing.has(id)) {
         // Its entry is gone (judged stale by another node) — unless a commit is lending it an account, which removes
         // the entry with the loan before that commit's caller hands it over.
