@@ -82,6 +82,26 @@ export async function writeConfigGuarded(storage: StorageView, config: CloudConf
   return storage.transaction([{ type: 'put', key: CONFIG_KEY, value: jsonBytes(configSchema.parse(config)) }], [{ key: CONFIG_KEY, expected }], alongside);
 }
 
+/**
+ * Writes `change(config as read)` guarded on the bytes read, reading again when another write came between (a few
+ * times, or until `stop()`): 'written'; 'declined' when there is no config or `change` answers undefined; 'raced' when
+ * every attempt lost. A config written meanwhile is never undone.
+ */
+export async function updateConfigGuarded(
+  storage: StorageView,
+  change: (config: CloudConfig) => { config: CloudConfig; alongside: PreparedWrite[] } | undefined,
+  stop: () => boolean = () => false,
+): Promise<'written' | 'declined' | 'raced'> {
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const snapshot = await readConfigSnapshot(storage);
+    const next = snapshot && change(snapshot.config);
+    if (!next) return 'declined';
+    if (await writeConfigGuarded(storage, next.config, snapshot.raw, next.alongside)) return 'written';
+    if (stop()) break;
+  }
+  return 'raced';
+}
+
 async function deleteConfig(storage: StorageView, event: PreparedWrite): Promise<void> {
   await storage.transaction([{ type: 'delete', key: CONFIG_KEY }], [], [event]);
 }

@@ -17,7 +17,7 @@ import { definePath, type PathDefinition } from '../../core/framework.ts';
 import { newUuid } from '../../core/ids.ts';
 import { scopeFor } from '../../providers/azure/environments.ts';
 import { withRetry, type RetryOptions } from '../../providers/azure/retry.ts';
-import { effectiveConfig, overriddenFields, readConfig, readConfigSnapshot, writeConfig, writeConfigGuarded, type CloudConfig, type PendingRoot } from './config.ts';
+import { effectiveConfig, overriddenFields, readConfig, readConfigSnapshot, updateConfigGuarded, writeConfig, writeConfigGuarded, type CloudConfig, type PendingRoot } from './config.ts';
 import type { CloudEngine } from './engine.ts';
 import { cloudEvent } from './events.ts';
 import { DEFAULT_ROOT_BACKOFF, failedState, rootRotationPlan, rootRotationTimer, rotatedState, type RetryBackoff } from '../root-rotation.ts';
@@ -146,15 +146,11 @@ export class RootRotation {
   /** Records a failed automated rotation over the config as read, fenced; a config written meanwhile is not undone. */
   async #recordFailure(message: string): Promise<void> {
     const e = this.#engine;
-    await e.locks.run('config', async () => {
-      for (let attempt = 0; attempt < 3; attempt++) {
-        const snapshot = await readConfigSnapshot(e.storage);
-        if (!snapshot) return;
-        const next = failedState(snapshot.config, e.clock.now(), message, this.#opts.backoff ?? DEFAULT_ROOT_BACKOFF);
-        const event = cloudEvent(e.system, 'rotate-root-fail', { operation: 'periodic', path: 'rotate-root', error: message, attempts: next.root_rotation_failures });
-        if ((await writeConfigGuarded(e.storage, next, snapshot.raw, [e.system.fence(), event])) || !e.system.leading()) return;
-      }
-    });
+    await e.locks.run('config', () => updateConfigGuarded(e.storage, (config) => {
+      const next = failedState(config, e.clock.now(), message, this.#opts.backoff ?? DEFAULT_ROOT_BACKOFF);
+      const event = cloudEvent(e.system, 'rotate-root-fail', { operation: 'periodic', path: 'rotate-root', error: message, attempts: next.root_rotation_failures });
+      return { config: next, alongside: [e.system.fence(), event] };
+    }, () => !e.system.leading()));
   }
 
   /** `background`: the leader's automated rotation or its resumption of one (the event's operation is `periodic`). */
@@ -180,20 +176,21 @@ export class RootRotation {
     }
     // Recorded over the config as it is now while this switch is still pending there: another node finishing the same
     // switch (a leader resuming it) records it once, with its event, and the other records nothing. A config written
-    // meanwhile on another node is kept (read again, a few times; past them the leader's resume records the switch).
-    for (let attempt = 0; attempt < 3; attempt++) {
-      const current = await readConfigSnapshot(e.storage);
-      if (current?.config.pending_root?.key_id !== pending.key_id) break;
-      const recorded = await writeConfigGuarded(e.storage, {
-        ...rotatedState(current.config, e.clock.now()), client_secret: pending.client_secret, client_secret_key_id: pending.key_id,
+    // meanwhile on another node is kept (read again, a few times; past them the leader's resume records the switch,
+    // and the answer says so instead of claiming it done).
+    const recorded = await updateConfigGuarded(e.storage, (config) => (config.pending_root?.key_id !== pending.key_id ? undefined : {
+      config: {
+        ...rotatedState(config, e.clock.now()), client_secret: pending.client_secret, client_secret_key_id: pending.key_id,
         root_password_expiration_date: pending.expiration, pending_root: null,
-      }, current.raw, [cloudEvent(e.system, 'rotate-root', { operation: background ? 'periodic' : 'update', path: 'rotate-root' })]);
-      if (recorded) break;
-    }
+      },
+      alongside: [cloudEvent(e.system, 'rotate-root', { operation: background ? 'periodic' : 'update', path: 'rotate-root' })],
+    }));
     e.invalidate();
     // The next automated rotation counts from this one (a no-op off the leader, or inside the timer's own run).
     void this.#timer.refresh();
-    return [];
+    if (recorded !== 'raced') return [];
+    e.logger.warn('the new root password works but recording the switch lost every race with other config writes; the leader\'s resume records it');
+    return ['the new root password is in use, but the switch is not recorded yet (the config kept changing): the leader\'s resume records it'];
   }
 
   /** On the leader; elsewhere the leader's periodic resume of a shared store finishes the switch. */
