@@ -33,7 +33,8 @@ export class DynamicRoleCache {
 
   /** Role `name` as stored now; undefined when there is no such role. A template that does not compile is a 400, every time. */
   async read(storage: StorageView, name: string): Promise<PreparedRole | undefined> {
-    const raw = await storage.get(dynamicRoleKey(name));
+    // Peeked (see Storage.peek): kept to compare and parse, never changed; the same bytes while the role is unchanged.
+    const raw = await storage.peek(dynamicRoleKey(name));
     if (!raw) {
       this.#entries.delete(name);
       return undefined;

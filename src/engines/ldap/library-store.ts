@@ -101,23 +101,25 @@ export const putLibrarySetOp = (name: string, set: LibrarySet): StorageOp => ({ 
 export const deleteLibrarySetOp = (name: string): StorageOp => ({ type: 'delete', key: setKey(name) });
 
 /**
- * Records read, by their exact text: a set's few records are read many times between changes (every check-out reads
- * each member; a refused one, in a retry loop, all of them again), and parsing and checking one cost more than the
- * read. Frozen, as every reader shares them.
+ * The record last parsed for each stored account key (the mount's prefix included), with its text: a set's few
+ * records are read many times between changes (every check-out reads each member; a refused one, in a retry loop,
+ * all of them again), and parsing and checking one cost more than the read. One entry a key, so a record's text
+ * (its password) is let go as soon as another replaces it. Frozen, as every reader shares them.
  */
-const parsedAccounts = new Map<string, AccountState>();
+const parsedAccounts = new Map<string, { text: string; state: AccountState }>();
 const PARSED_ACCOUNTS_LIMIT = 1024;
 
 export async function readAccount(storage: StorageView, name: string): Promise<AccountSnapshot | undefined> {
   const raw = await storage.get(accountKey(name));
   if (raw === undefined) return undefined;
   const text = raw.toString('utf8');
-  let state = parsedAccounts.get(text);
-  if (!state) {
-    state = deepFreeze(accountStateSchema.parse(JSON.parse(text)));
-    setBounded(parsedAccounts, PARSED_ACCOUNTS_LIMIT, text, state);
+  const key = storage.prefix + accountKey(name);
+  let parsed = parsedAccounts.get(key);
+  if (parsed?.text !== text) {
+    parsed = { text, state: deepFreeze(accountStateSchema.parse(JSON.parse(text))) };
+    setBounded(parsedAccounts, PARSED_ACCOUNTS_LIMIT, key, parsed);
   }
-  return { state, raw };
+  return { state: parsed.state, raw };
 }
 
 function deepFreeze<T extends object>(value: T): T {
