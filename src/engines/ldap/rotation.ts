@@ -234,18 +234,20 @@ export async function changePasswordWithWal(engine: Pick<LdapEngine, 'storage' |
       dn = sentTo;
     }
 
-    let recorded = false;
-    for (let attempt = 0; attempt === 0 || (!recorded && attempt === 1 && req.commitAgain?.()); attempt++) {
+    const record = async (): Promise<boolean> => {
       const ops = await req.commit(wal.new_password, dn, wal.intent);
       try {
         const alongside = (await req.commitAlongside?.()) ?? [];
         const guards = [...(req.commitConditions ?? []), { key: walKey(req.target), expected: walRaw }];
-        recorded = await storage.transaction([...ops, { type: 'delete', key: walKey(req.target) }], guards, [...alongside, ...fence]);
+        return await storage.transaction([...ops, { type: 'delete', key: walKey(req.target) }], guards, [...alongside, ...fence]);
       } catch (err) {
         await verify('unrecorded');
         throw new UnrecordedPasswordError(err);
       }
-    }
+    };
+    // One more time when the caller says its commit can be made without what failed (commitAgain).
+    let recorded = await record();
+    if (!recorded && req.commitAgain?.()) recorded = await record();
     if (!recorded) {
       if (req.fence && !(await fenceHolds(engine, req.fence))) {
         await verify('fenced');
