@@ -1,15 +1,17 @@
-import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
-import { secureRandomBytes } from './random.ts';
+import { randomBytes } from 'node:crypto';
+import { decodeKeyring, encodeKeyring, open, seal, UnsealError, type KeyringEntry } from './barrier-format.ts';
 import { LayeredStorage } from './storage/layered.ts';
 import type { EventLog, Storage, StorageCondition, StorageOp } from './storage/types.ts';
+
+export { decodeUnsealKey, open, seal, UnsealError } from './barrier-format.ts';
 
 /**
  * Everything the server stores passes through here: AES-256-GCM with a random 96-bit nonce and the storage
  * path as associated data, so a ciphertext cannot be replayed under another key. The data key lives in a
  * keyring with terms (rotation adds a term; old terms still decrypt); the keyring is sealed by the root key,
- * and the root key by the operator's unseal key.
+ * and the root key by the operator's unseal key. The formats (a ciphertext, the keyring's stored form, an unseal
+ * key as typed) are `barrier-format.ts`; this file keeps the keys, counts the seals and rotates.
  */
-const VERSION = 2;
 export const KEYRING_PATH = 'core/keyring';
 const ROOT_KEY_PATH = 'core/root-key';
 /**
@@ -17,24 +19,6 @@ const ROOT_KEY_PATH = 'core/root-key';
  * entry, or an entry as a record.
  */
 const EVENT_LOG_PATH = '\u0000event-log';
-
-export class UnsealError extends Error {}
-
-/**
- * An unseal key as an operator types it: base64 (as Strongroom writes its key file) or hex (as Vault's clients show
- * key shares); undefined unless it is 32 bytes either way.
- */
-export function decodeUnsealKey(text: string): Buffer | undefined {
-  const trimmed = text.trim();
-  const key = /^[0-9a-fA-F]{64}$/.test(trimmed) ? Buffer.from(trimmed, 'hex') : Buffer.from(trimmed, 'base64');
-  return key.length === 32 ? key : undefined;
-}
-
-/**
- * `sealsReserved` bounds the seals made under the term from above (see `BarrierOptions`); keyrings written before
- * the count existed have none.
- */
-interface KeyringEntry { term: number; key: Buffer; installTime: string; sealsReserved?: number }
 
 export interface BarrierOptions {
   /**
@@ -52,35 +36,6 @@ export interface BarrierOptions {
 
 const DEFAULT_ROTATE_AFTER_SEALS = 2 ** 30;
 const DEFAULT_RESERVATION_BLOCK = 2 ** 20;
-
-/** Layout: term (4 bytes), version (1), nonce (12), ciphertext (as long as the plaintext: GCM is a stream mode), tag (16). */
-export function seal(key: Buffer, term: number, path: string, plaintext: Buffer): Buffer {
-  const out = Buffer.allocUnsafe(17 + plaintext.length + 16);
-  out.writeUInt32BE(term, 0);
-  out[4] = VERSION;
-  const nonce = secureRandomBytes(12);
-  nonce.copy(out, 5);
-  const cipher = createCipheriv('aes-256-gcm', key, nonce);
-  cipher.setAAD(Buffer.from(path));
-  cipher.update(plaintext).copy(out, 17);
-  cipher.final();
-  cipher.getAuthTag().copy(out, 17 + plaintext.length);
-  return out;
-}
-
-export function open(keyFor: (term: number) => Buffer | undefined, path: string, blob: Buffer): Buffer {
-  if (blob.length < 5 + 12 + 16 || blob[4] !== VERSION) throw new UnsealError(`stored value at "${path}" is not a barrier ciphertext`);
-  const term = blob.readUInt32BE(0);
-  const key = keyFor(term);
-  if (!key) throw new UnsealError(`no decryption key available for term ${term}`);
-  const decipher = createDecipheriv('aes-256-gcm', key, blob.subarray(5, 17));
-  decipher.setAAD(Buffer.from(path));
-  decipher.setAuthTag(blob.subarray(blob.length - 16));
-  // GCM's final() only checks the tag and returns nothing, so update's output is the whole plaintext.
-  const plaintext = decipher.update(blob.subarray(17, blob.length - 16));
-  decipher.final();
-  return plaintext;
-}
 
 /** A keyring write riding along with data writes, the guard it needs (the ring it raises), and what its landing proves. */
 interface Reservation { op: StorageOp; guard: StorageCondition; landed(applied: boolean): void }
@@ -452,12 +407,4 @@ export class Barrier extends LayeredStorage {
     if (!this.#active) throw new UnsealError('barrier is sealed');
     return this.#active;
   }
-}
-
-function encodeKeyring(entries: KeyringEntry[]): Buffer {
-  return Buffer.from(JSON.stringify(entries.map((e) => ({ term: e.term, key: e.key.toString('base64'), install_time: e.installTime, seals_reserved: e.sealsReserved }))));
-}
-function decodeKeyring(raw: Buffer): KeyringEntry[] {
-  const parsed = JSON.parse(raw.toString()) as Array<{ term: number; key: string; install_time: string; seals_reserved?: number }>;
-  return parsed.map((e) => ({ term: e.term, key: Buffer.from(e.key, 'base64'), installTime: e.install_time, sealsReserved: e.seals_reserved }));
 }
